@@ -1,0 +1,118 @@
+"""The app factory: everything the proxy needs is built here from one `Settings`, nothing at import time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import structlog
+from litestar import Litestar, MediaType, Request, Response
+from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.openapi import OpenAPIConfig
+
+from proxy.errors import (
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    ProxyError,
+    UpstreamStatusError,
+)
+from proxy.request_log import record_of, stamp_and_log
+from proxy.routes import ROUTES
+from proxy.settings import Settings, SettingsError
+from proxy.state import ProxyState
+from proxy.upstream import UpstreamClient
+from strategies import StrategyRegistry, build_registry
+
+log = structlog.get_logger("contextlift")
+
+
+def create_app(
+    settings: Settings,
+    *,
+    registry: StrategyRegistry | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Litestar:
+    """Build the proxy app.
+
+    Args:
+        settings: the configuration; `upstream_url` must be set (the CLI sets it to the embedded model's).
+        registry: the strategies to offer; default: the built-ins and those published as entry points.
+        transport: an httpx transport for the upstream, for tests that fake it.
+
+    Raises:
+        SettingsError: no upstream, or a default strategy that does not resolve.
+    """
+    if not settings.upstream_url:
+        raise SettingsError("no upstream_url: set CONTEXTLIFT_UPSTREAM_URL or start through `contextlift serve`")
+    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+    upstream = UpstreamClient(
+        settings.upstream_url,
+        api_key=key,
+        timeout=settings.upstream_timeout,
+        connect_timeout=settings.upstream_connect_timeout,
+        max_connections=settings.upstream_max_connections,
+        transport=transport,
+    )
+    state = ProxyState(settings, registry or build_registry(), upstream)
+    for model, text in settings.default_strategies.items():
+        try:
+            state.default_pipelines[model] = state.resolve(text, "default_strategies")
+        except ProxyError as error:
+            raise SettingsError(f"default_strategies[{model!r}]: {error.message}") from None
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
+        try:
+            yield
+        finally:
+            state.shutting_down = True
+            await upstream.aclose()
+
+    return Litestar(
+        route_handlers=ROUTES,
+        state=_state(state),
+        lifespan=[lifespan],
+        before_send=[stamp_and_log],
+        exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
+        request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
+        openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
+        debug=False,
+    )
+
+
+def _state(state: ProxyState) -> Any:
+    from litestar.datastructures import State
+
+    return State({"proxy": state})
+
+
+def _proxy_error(request: Request[Any, Any, Any], error: ProxyError) -> Response[Any]:
+    if isinstance(error, UpstreamStatusError):
+        headers = dict(error.headers)
+        media_type = headers.pop("content-type", MediaType.JSON)
+        return Response(error.content, status_code=error.upstream_status, media_type=media_type, headers=headers)
+    record_of(request.scope).error = error.code
+    return Response(error.envelope(), status_code=error.status, headers=error.headers)
+
+
+def _http_exception(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
+    if isinstance(error, NotFoundException):
+        mapped: ProxyError = NotFound(f"no route for {request.method} {request.url.path}")
+    elif isinstance(error, MethodNotAllowedException):
+        mapped = MethodNotAllowed(f"method {request.method} not allowed on {request.url.path}")
+    elif error.status_code == 413:
+        mapped = PayloadTooLarge("request body too large")
+    else:
+        mapped = InvalidRequest(str(error.detail))
+        mapped.status = error.status_code  # type: ignore[misc]
+    return _proxy_error(request, mapped)
+
+
+def _unexpected(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
+    log.exception("unhandled error", path=request.url.path)
+    return _proxy_error(request, ProxyError("internal error in the proxy; see its logs"))

@@ -1,0 +1,109 @@
+"""`contextlift` command line: `serve` runs the proxy, `local-model` runs the embedded model alone."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from proxy.local_model import LocalModel, LocalModelError
+from proxy.logs import configure_logging
+from proxy.settings import Settings, SettingsError, load_settings
+
+log = structlog.get_logger("contextlift")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contextlift", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the proxy (in front of the embedded model unless --upstream)")
+    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default 8080)")
+    serve.add_argument("--upstream", dest="upstream_url", help="OpenAI-compatible base URL, e.g. http://vllm:8000/v1")
+    serve.add_argument("--config", type=Path, help="TOML file of settings (environment variables override it)")
+
+    local = commands.add_parser("local-model", help="run the embedded SmolLM2 llama.cpp server alone")
+    local.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    local.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    local.add_argument("--config", type=Path, help="TOML file of settings")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config, **_overrides(args))
+    except (SettingsError, ValidationError) as error:
+        print(f"contextlift: invalid settings: {error}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        if args.command == "serve":
+            return _serve(settings)
+        return _local_model(settings, args.host, args.port)
+    except (LocalModelError, SettingsError) as error:
+        log.error("cannot start", error=str(error))
+        return 1
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    if args.command != "serve":
+        return {}
+    return {"host": args.host, "port": args.port, "upstream_url": args.upstream_url}
+
+
+def _serve(settings: Settings) -> int:
+    import uvicorn
+
+    from proxy.app import create_app
+
+    with _upstream(settings) as upstream_url:
+        app = create_app(settings.model_copy(update={"upstream_url": upstream_url}))
+        log.info("listening", url=f"http://{settings.host}:{settings.port}/v1")
+        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+    return 0
+
+
+@contextlib.contextmanager
+def _upstream(settings: Settings) -> Iterator[str]:
+    """The configured upstream, or the embedded model started for the life of the block."""
+    if settings.upstream_url:
+        yield settings.upstream_url
+        return
+    with _local(settings) as model:
+        yield model.base_url
+
+
+def _local(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> LocalModel:
+    return LocalModel(
+        settings.local_model_path,
+        host=host,
+        port=settings.local_model_port if port is None else port,
+        alias=settings.local_model_alias,
+        context=settings.local_model_context,
+        threads=settings.local_model_threads,
+        startup_timeout=settings.local_model_startup_timeout,
+    )
+
+
+def _local_model(settings: Settings, host: str, port: int) -> int:
+    model = _local(settings, host, port)
+    signal.signal(signal.SIGTERM, lambda *_: model.stop())
+    with model:
+        print(f"local model ready: {model.base_url}", flush=True)
+        try:
+            return model.wait()
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Every error the proxy itself reports, drawn once. Each class carries its HTTP status and OpenAI `type`
+and `code`; `error_response` turns any of them into the OpenAI envelope
+`{"error": {"message", "type", "param", "code"}}`.
+
+    ProxyError                       500 server_error / internal_error
+    ├── InvalidRequest               400 invalid_request_error / invalid_request
+    │   ├── MalformedJSON            400 ... / invalid_json
+    │   ├── InvalidMessages          400 ... / invalid_messages
+    │   ├── InvalidDocuments         400 ... / invalid_documents
+    │   └── InvalidStrategy          400 ... / invalid_strategy
+    ├── NotFound                     404 invalid_request_error / not_found
+    ├── MethodNotAllowed             405 invalid_request_error / method_not_allowed
+    ├── PayloadTooLarge              413 invalid_request_error / payload_too_large
+    ├── UnsupportedMediaType         415 invalid_request_error / unsupported_media_type
+    ├── NotReady                     503 server_error / not_ready
+    └── UpstreamError (also strategies.UpstreamFailure)
+        ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
+        ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
+        ├── UpstreamTimeout          504 upstream_error / upstream_timeout
+        └── UpstreamStatusError      the upstream's own status and body, relayed as they came
+
+Never classify an error by its message: the class says it all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from strategies import UpstreamFailure
+
+
+class ProxyError(Exception):
+    """An error the proxy reports to the client; never shows internals."""
+
+    status: ClassVar[int] = 500
+    type: ClassVar[str] = "server_error"
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def envelope(self) -> dict[str, Any]:
+        """The OpenAI error body."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class MalformedJSON(InvalidRequest):
+    code = "invalid_json"
+
+
+class InvalidMessages(InvalidRequest):
+    code = "invalid_messages"
+
+
+class InvalidDocuments(InvalidRequest):
+    code = "invalid_documents"
+
+
+class InvalidStrategy(InvalidRequest):
+    code = "invalid_strategy"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class MethodNotAllowed(ProxyError):
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class PayloadTooLarge(ProxyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(ProxyError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
+
+
+class NotReady(ProxyError):
+    status = 503
+    type = "server_error"
+    code = "not_ready"
+
+
+class UpstreamError(UpstreamFailure, ProxyError):
+    """An upstream call failed."""
+
+    type = "upstream_error"
+    code = "upstream_error"
+    status = 502
+
+
+class UpstreamUnreachable(UpstreamError):
+    code = "upstream_unreachable"
+
+
+class UpstreamProtocolError(UpstreamError):
+    code = "upstream_protocol_error"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; the client gets that response as it came."""
+
+    def __init__(self, status: int, content: bytes, headers: Mapping[str, str]) -> None:
+        super().__init__(f"upstream answered {status}", headers=headers)
+        self.upstream_status = status
+        self.content = content

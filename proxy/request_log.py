@@ -1,0 +1,112 @@
+"""The record of one request: filled in as the request is handled, turned into the `X-Context-*` response
+headers when the response starts, and logged as one summary line when it ends."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from litestar.datastructures import MutableScopeHeaders
+from litestar.enums import ScopeType
+from litestar.types import Message, Scope
+
+from proxy.upstream import CallLedger
+
+CLIENT_CLOSED_REQUEST = 499
+"""nginx's status for a request whose client went away before the response was complete."""
+_RECORD_KEY = "contextlift_record"
+_MAX_REQUEST_ID = 128
+
+log = structlog.get_logger("contextlift.request")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request."""
+
+    request_id: str
+    method: str
+    route: str
+    started: float = field(default_factory=time.perf_counter)
+    model: str | None = None
+    strategy: str = "none"
+    documents: int = 0
+    ledger: CallLedger = field(default_factory=CallLedger)
+    status: int | None = None
+    error: str | None = None
+    _logged: bool = False
+
+    def overhead_ms(self) -> float:
+        """Time spent in the proxy itself so far: elapsed time minus time waiting on the upstream."""
+        return max(0.0, (time.perf_counter() - self.started - self.ledger.busy_seconds) * 1000)
+
+    def response_headers(self) -> dict[str, str]:
+        return {
+            "x-request-id": self.request_id,
+            "x-context-strategy": self.strategy,
+            "x-context-documents": str(self.documents),
+            "x-context-upstream-calls": str(self.ledger.calls),
+            "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
+        }
+
+    def finish(self, status: int | None = None) -> None:
+        """Log the summary line, once."""
+        if self._logged:
+            return
+        self._logged = True
+        if status is not None:
+            self.status = status
+        fields: dict[str, Any] = {
+            "request_id": self.request_id,
+            "method": self.method,
+            "route": self.route,
+            "status": self.status,
+            "model": self.model,
+            "strategy": self.strategy,
+            "documents": self.documents,
+            "upstream_calls": self.ledger.calls,
+            "upstream_failures": self.ledger.failures,
+            "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
+            "overhead_ms": round(self.overhead_ms(), 1),
+        }
+        if self.ledger.usage:
+            fields.update({f"usage_{k}": v for k, v in self.ledger.usage.items()})
+        if self.error:
+            fields["error"] = self.error
+        log.info("request", **fields)
+
+
+def record_of(scope: Scope) -> RequestRecord:
+    """The record of the request in `scope`, created on first use."""
+    state = scope.setdefault("state", {})
+    record = state.get(_RECORD_KEY)
+    if record is None:
+        headers = dict(scope.get("headers", []))
+        given = headers.get(b"x-request-id", b"").decode("latin-1").strip()
+        request_id = given if given and len(given) <= _MAX_REQUEST_ID and given.isprintable() else uuid.uuid4().hex
+        record = RequestRecord(request_id, str(scope.get("method", "")), _route_template(scope))
+        state[_RECORD_KEY] = record
+    return record
+
+
+def _route_template(scope: Scope) -> str:
+    handler = scope.get("route_handler")
+    paths = getattr(handler, "paths", None)
+    return sorted(paths)[0] if paths else "unmatched"
+
+
+async def stamp_and_log(message: Message, scope: Scope) -> None:
+    """`before_send` hook: add the record's headers to every response; log when the response is complete."""
+    if scope["type"] != ScopeType.HTTP:
+        return
+    record = record_of(scope)
+    if message["type"] == "http.response.start":
+        record.status = message["status"]
+        headers = MutableScopeHeaders.from_message(message)
+        for name, value in record.response_headers().items():
+            headers[name] = value
+    elif message["type"] == "http.response.body" and not message.get("more_body", False):
+        record.finish()

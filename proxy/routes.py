@@ -1,0 +1,181 @@
+"""The HTTP routes: chat completions with strategies, pass-through for the rest of `/v1`, health."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+import anyio
+from litestar import Request, Response, get, post, route
+from litestar.enums import HttpMethod
+from litestar.response import Stream
+
+from proxy.errors import InvalidDocuments, NotReady, ProxyError, UpstreamError
+from proxy.intake import check_chat_body, parse_json_object, read_limited, require_json
+from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
+from proxy.sse import DONE_FRAME, data_frame, json_frame
+from proxy.state import proxy_state
+from proxy.upstream import HOP_BY_HOP, forwarded_headers
+from strategies import Completion, CompletionStream, DocumentFieldError, UpstreamFailure, parse_request, run_pipeline
+
+T = TypeVar("T")
+_STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+_NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server"}
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its response was ready."""
+
+
+@post("/v1/chat/completions", status_code=200)
+async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
+    """OpenAI chat completions, with the strategies named in `X-Context-Strategy` applied."""
+    state = proxy_state(request)
+    record = record_of(request.scope)
+    if state.shutting_down:
+        raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
+    require_json(request.headers.get("content-type"))
+    body = parse_json_object(
+        await read_limited(request.stream(), request.headers.get("content-length"), state.settings.max_body_bytes)
+    )
+    check_chat_body(body)
+    record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    pipeline = state.select_pipeline(request.headers, body)
+    try:
+        chat = parse_request(body)
+    except DocumentFieldError as error:
+        raise InvalidDocuments(str(error), param="documents") from None
+    record.documents = len(chat.documents)
+    record.strategy = pipeline.label
+    upstream = state.upstream.for_request(request.headers)
+    record.ledger = upstream.ledger
+    try:
+        result = await _unless_disconnected(request, run_pipeline(pipeline, chat, upstream))
+    except ClientDisconnected:
+        record.finish(CLIENT_CLOSED_REQUEST)
+        return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
+    except UpstreamFailure as error:
+        record.error = getattr(error, "code", type(error).__name__)
+        raise
+    record.strategy = result.applied
+    outcome = result.outcome
+    if isinstance(outcome, Completion):
+        content = json.dumps(outcome.body, ensure_ascii=False).encode()
+        return Response(content, media_type="application/json", headers=dict(outcome.headers))
+    return Stream(
+        _relay(outcome, record),
+        media_type="text/event-stream",
+        headers={**outcome.headers, **_STREAM_HEADERS},
+    )
+
+
+async def _relay(stream: CompletionStream, record: RequestRecord) -> AsyncIterator[bytes]:
+    """The upstream's events re-framed one by one, then `[DONE]`; a failure mid-way becomes an error event."""
+    ended = False
+    try:
+        try:
+            async for data in stream.events():
+                yield data_frame(data)
+        except UpstreamFailure as error:
+            proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
+            record.error = proxy_error.code
+            yield json_frame(proxy_error.envelope())
+        yield DONE_FRAME
+        ended = True
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        if not ended:
+            record.finish(CLIENT_CLOSED_REQUEST)
+
+
+async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise ClientDisconnected
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@get("/v1/models")
+async def list_models(request: Request[Any, Any, Any]) -> Stream:
+    """The upstream's model list, as it answered."""
+    return await _pass_through(request, "models")
+
+
+@route(
+    "/v1/{path:path}",
+    http_method=[HttpMethod.GET, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE],
+)
+async def pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
+    """Any other `/v1` endpoint (embeddings, completions, files ...), relayed unchanged."""
+    return await _pass_through(request, path.lstrip("/"))
+
+
+async def _pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
+    state = proxy_state(request)
+    record = record_of(request.scope)
+    content = await read_limited(request.stream(), request.headers.get("content-length"), state.settings.max_body_bytes)
+    headers = forwarded_headers(request.headers, state.upstream.api_key)
+    upstream_request = state.upstream.build_request(
+        request.method, path, headers=headers, content=content or None, params=request.url.query or None
+    )
+    record.ledger.started()
+    try:
+        response = await state.upstream.send(upstream_request)
+    except UpstreamError as error:
+        record.ledger.failures += 1
+        record.ledger.finished()
+        record.error = error.code
+        raise
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+                record.ledger.finished()
+
+    relayed = {k: v for k, v in response.headers.items() if k.lower() not in _NOT_RELAYED}
+    return Stream(relay(), status_code=response.status_code, headers=relayed)
+
+
+@get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "ok"}
+
+
+@get("/readyz")
+async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """Ready for traffic: not shutting down, and the upstream reachable."""
+    state = proxy_state(request)
+    reasons = []
+    if state.shutting_down:
+        reasons.append("shutting down")
+    elif not await state.upstream.reachable():
+        reasons.append(f"upstream {state.upstream.base_url} unreachable")
+    ready = not reasons
+    body = {"status": "ready" if ready else "not ready", "upstream": state.upstream.base_url, "reasons": reasons}
+    return Response(body, status_code=200 if ready else 503)
+
+
+ROUTES = [chat_completions, list_models, pass_through, healthz, readyz]
+
+__all__ = ["ROUTES"]

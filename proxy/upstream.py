@@ -1,0 +1,314 @@
+"""The upstream client: one pooled `httpx.AsyncClient` for the configured base URL, and a per-request view
+of it that implements `strategies.Upstream`, counts calls and sums usage.
+
+The base URL comes from settings only; nothing in a request can change where calls go, and redirects are
+never followed (a redirect is relayed to the client like any other response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from proxy.errors import (
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+from proxy.sse import DONE, SSEDecoder, SSEProtocolError
+from strategies import Completion
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Never sent upstream: hop-by-hop, what httpx sets itself, and the proxy's own control headers.
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-request-id", "cookie"}
+_CONTROL_PREFIX = "x-context-"
+# Relayed from upstream responses to the client: what an OpenAI client reads (retries, rate limits, timing).
+_RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
+_RELAYED_PREFIXES = ("x-ratelimit-",)
+_MAX_ERROR_BODY = 1024 * 1024
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+"""A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
+
+
+def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[str, str]:
+    """The client's headers as they go upstream: control and hop-by-hop headers removed, the key applied."""
+    connection_listed = {h.strip().lower() for h in inbound.get("connection", "").split(",") if h.strip()}
+    headers = {
+        name: value
+        for name, value in inbound.items()
+        if name.lower() not in _NOT_FORWARDED
+        and name.lower() not in connection_listed
+        and not name.lower().startswith(_CONTROL_PREFIX)
+    }
+    if api_key is not None:
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def relayed_headers(upstream: httpx.Headers) -> dict[str, str]:
+    """The upstream response headers an OpenAI client should see through the proxy."""
+    relayed = {
+        name: value for name, value in upstream.items() if name in _RELAYED_EXACT or name.startswith(_RELAYED_PREFIXES)
+    }
+    if "x-request-id" in upstream:
+        relayed["x-upstream-request-id"] = upstream["x-request-id"]
+    return relayed
+
+
+def transport_error(error: httpx.HTTPError, what: str) -> UpstreamError:
+    """The proxy error for an httpx failure: unreachable, timed out, or broken off."""
+    if isinstance(error, httpx.ConnectTimeout | httpx.ConnectError):
+        return UpstreamUnreachable(f"upstream unreachable: cannot connect ({type(error).__name__})")
+    if isinstance(error, httpx.TimeoutException):
+        return UpstreamTimeout(f"upstream timed out {what}")
+    return UpstreamProtocolError(f"upstream connection failed {what} ({type(error).__name__})")
+
+
+class UpstreamClient:
+    """The shared connection pool to the configured upstream."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        timeout: float,
+        connect_timeout: float,
+        max_connections: int,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=connect_timeout),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            follow_redirects=False,
+            transport=transport,
+        )
+
+    def url(self, path: str) -> str:
+        """Absolute upstream URL of a path below the base URL (`chat/completions`, `models` ...)."""
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def for_request(self, inbound_headers: Mapping[str, str]) -> RequestUpstream:
+        """A view of the upstream for one client request, carrying that client's forwarded headers."""
+        return RequestUpstream(self, forwarded_headers(inbound_headers, self.api_key))
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        """Send a prepared request, streaming the response; the caller closes it."""
+        try:
+            return await self._client.send(request, stream=True)
+        except httpx.HTTPError as error:
+            raise transport_error(error, "before answering") from None
+
+    def build_request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str],
+        content: bytes | None = None,
+        params: str | None = None,
+    ) -> httpx.Request:
+        return self._client.build_request(method, self.url(path), headers=headers, content=content, params=params)
+
+    async def reachable(self, probe_seconds: float = 3.0) -> bool:
+        """Whether the upstream answers HTTP at all (an auth error still means reachable)."""
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            response = await self._client.get(self.url("models"), headers=headers, timeout=probe_seconds)
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 500
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+@dataclass(slots=True)
+class CallLedger:
+    """Counts of one client request's upstream calls, for its response headers and its log line."""
+
+    calls: int = 0
+    failures: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    _in_flight: int = 0
+    _busy_since: float = 0.0
+    busy_seconds: float = 0.0
+    """Wall-clock time with at least one upstream call in flight: the part of the latency not ours."""
+
+    def started(self) -> None:
+        self.calls += 1
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+
+    def finished(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self.busy_seconds += time.perf_counter() - self._busy_since
+
+    def add_usage(self, usage: Any) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                self.usage[key] = self.usage.get(key, 0) + value
+
+
+class RequestUpstream:
+    """`strategies.Upstream` for one client request: its headers, its ledger."""
+
+    def __init__(self, client: UpstreamClient, headers: dict[str, str]) -> None:
+        self._client = client
+        self._headers = headers
+        self.ledger = CallLedger()
+
+    async def complete(self, body: Mapping[str, Any]) -> Completion:
+        request = self._chat_request(body)
+        self.ledger.started()
+        try:
+            async with asyncio.timeout(self._client.timeout):
+                response = await self._client.send(request)
+                try:
+                    content = await response.aread()
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            self.ledger.failures += 1
+            raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
+        except UpstreamError:
+            self.ledger.failures += 1
+            raise
+        except httpx.HTTPError as error:
+            self.ledger.failures += 1
+            raise transport_error(error, "while answering") from None
+        finally:
+            self.ledger.finished()
+        if response.status_code >= 400:
+            self.ledger.failures += 1
+            raise UpstreamStatusError(response.status_code, content, _error_headers(response))
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            raise UpstreamProtocolError("upstream returned a completion that is not JSON") from None
+        if not isinstance(parsed, dict):
+            raise UpstreamProtocolError("upstream returned a completion that is not a JSON object")
+        self.ledger.add_usage(parsed.get("usage"))
+        return Completion(parsed, relayed_headers(response.headers))
+
+    async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
+        request = self._chat_request(body)
+        self.ledger.started()
+        try:
+            async with asyncio.timeout(self._client.timeout):
+                response = await self._client.send(request)
+        except TimeoutError:
+            self.ledger.failures += 1
+            self.ledger.finished()
+            raise UpstreamTimeout(f"upstream did not start its stream within {self._client.timeout:g} s") from None
+        except UpstreamError:
+            self.ledger.failures += 1
+            self.ledger.finished()
+            raise
+        if response.status_code >= 400:
+            try:
+                content = await _bounded_read(response)
+            finally:
+                await response.aclose()
+                self.ledger.failures += 1
+                self.ledger.finished()
+            raise UpstreamStatusError(response.status_code, content, _error_headers(response))
+        return HttpCompletionStream(response, self.ledger)
+
+    def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = {**self._headers, "content-type": "application/json"}
+        return self._client.build_request("POST", "chat/completions", headers=headers, content=content)
+
+
+class HttpCompletionStream:
+    """An upstream SSE response, decoded event by event."""
+
+    def __init__(self, response: httpx.Response, ledger: CallLedger) -> None:
+        self._response = response
+        self._ledger = ledger
+        self._closed = False
+        self.headers: Mapping[str, str] = relayed_headers(response.headers)
+
+    async def events(self) -> AsyncIterator[str]:
+        decoder = SSEDecoder(MAX_EVENT_BYTES)
+        try:
+            async for chunk in self._response.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    if event.data == DONE:
+                        return
+                    self._note_usage(event.data)
+                    yield event.data
+            for event in decoder.flush():
+                if event.data == DONE:
+                    return
+                self._note_usage(event.data)
+                yield event.data
+        except SSEProtocolError as error:
+            raise UpstreamProtocolError(f"upstream stream is malformed: {error}") from None
+        except httpx.HTTPError as error:
+            raise transport_error(error, "in the middle of the stream") from None
+        finally:
+            await self.aclose()
+        raise UpstreamProtocolError("upstream stream ended without [DONE]")
+
+    def _note_usage(self, data: str) -> None:
+        if '"usage"' not in data:
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(chunk, dict):
+            self._ledger.add_usage(chunk.get("usage"))
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._response.aclose()
+            self._ledger.finished()
+
+
+def _error_headers(response: httpx.Response) -> dict[str, str]:
+    headers = relayed_headers(response.headers)
+    if "content-type" in response.headers:
+        headers["content-type"] = response.headers["content-type"]
+    return headers
+
+
+async def _bounded_read(response: httpx.Response) -> bytes:
+    content = b""
+    async for chunk in response.aiter_bytes():
+        content += chunk
+        if len(content) > _MAX_ERROR_BODY:
+            return content[:_MAX_ERROR_BODY]
+    return content

@@ -1,0 +1,61 @@
+"""Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
+
+from strategies.formats import DocumentFormat
+from strategies.passthrough import PassThrough
+from strategies.pipeline import PipelineResult, StepContext, StrategyOutcome, run_pipeline, send_once
+from strategies.registry import (
+    ENTRY_POINT_GROUP,
+    Executor,
+    Param,
+    Params,
+    Pipeline,
+    Role,
+    Step,
+    Strategy,
+    StrategyRegistry,
+    Transform,
+)
+from strategies.request import ChatRequest, Document, DocumentBlock, DocumentFieldError, parse_request
+from strategies.selection import StepRequest, StrategySelectionError, parse_selection
+from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ChatRequest",
+    "Completion",
+    "CompletionStream",
+    "Document",
+    "DocumentBlock",
+    "DocumentFieldError",
+    "DocumentFormat",
+    "Executor",
+    "Param",
+    "Params",
+    "PassThrough",
+    "Pipeline",
+    "PipelineResult",
+    "Role",
+    "Step",
+    "StepContext",
+    "StepRequest",
+    "Strategy",
+    "StrategyOutcome",
+    "StrategyRegistry",
+    "StrategySelectionError",
+    "Transform",
+    "Upstream",
+    "UpstreamFailure",
+    "build_registry",
+    "parse_request",
+    "parse_selection",
+    "run_pipeline",
+    "send_once",
+]
+
+
+def build_registry() -> StrategyRegistry:
+    """A registry holding the built-in strategies and every one published under the entry-point group."""
+    registry = StrategyRegistry()
+    registry.register(PassThrough())
+    registry.load_entry_points()
+    return registry

@@ -1,0 +1,19 @@
+"""`none`: the request goes upstream untouched."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from strategies.pipeline import StepContext
+from strategies.registry import Params, Transform
+from strategies.request import ChatRequest
+
+
+class PassThrough(Transform):
+    """Selects no strategy. It cannot be combined with others; a pipeline of it alone is empty."""
+
+    name: ClassVar[str] = "none"
+    needs_documents: ClassVar[bool] = False
+
+    async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
+        return request
