@@ -66,6 +66,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        state.tokenizer.count("warm-up")  # load the encoding now, not inside the first request
         log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
         try:
             yield
@@ -81,6 +82,7 @@ def create_app(
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
         request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
+        logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
         debug=False,
     )
 

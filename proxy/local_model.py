@@ -70,6 +70,7 @@ def server_command(
         "--host", host,
         "--port", str(port),
         "--n_ctx", str(context),
+        "--verbose", "False",
     ]  # fmt: skip
     if threads is not None:
         command += ["--n_threads", str(threads)]

@@ -34,19 +34,33 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     use_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _redact_event,
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            _redact_event,
-            renderer,
-        ],
+        processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=numeric_level, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
-    # uvicorn's access log would repeat our summary line without the fields that matter.
+    # Third-party stdlib loggers (uvicorn, httpx) go through the same processors, so every line is alike.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric_level)
+    # httpx logs every request at INFO: the summary line already says it. uvicorn's access log likewise.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import anyio
 from litestar import Request, Response, get, post, route
 from litestar.enums import HttpMethod
+from litestar.params import FromPath
 from litestar.response import Stream
 
 from proxy.errors import InvalidDocuments, NotReady, ProxyError, UpstreamError
@@ -17,6 +18,7 @@ from proxy.intake import check_chat_body, parse_json_object, read_limited, requi
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, data_frame, json_frame
 from proxy.state import proxy_state
+from proxy.stream_usage import StreamUsage
 from proxy.upstream import HOP_BY_HOP, forwarded_headers
 from strategies import Completion, CompletionStream, DocumentFieldError, UpstreamFailure, parse_request, run_pipeline
 
@@ -64,20 +66,25 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if isinstance(outcome, Completion):
         content = json.dumps(outcome.body, ensure_ascii=False).encode()
         return Response(content, media_type="application/json", headers=dict(outcome.headers))
+    usage = StreamUsage(result.request.render(), state.tokenizer)
     return Stream(
-        _relay(outcome, record),
+        _relay(outcome, record, usage),
         media_type="text/event-stream",
         headers={**outcome.headers, **_STREAM_HEADERS},
     )
 
 
-async def _relay(stream: CompletionStream, record: RequestRecord) -> AsyncIterator[bytes]:
+async def _relay(stream: CompletionStream, record: RequestRecord, usage: StreamUsage) -> AsyncIterator[bytes]:
     """The upstream's events re-framed one by one, then `[DONE]`; a failure mid-way becomes an error event."""
     ended = False
     try:
         try:
             async for data in stream.events():
+                usage.observe(data)
                 yield data_frame(data)
+            missing = usage.missing_chunk()
+            if missing is not None:
+                yield json_frame(missing)
         except UpstreamFailure as error:
             proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
             record.error = proxy_error.code
@@ -121,7 +128,7 @@ async def list_models(request: Request[Any, Any, Any]) -> Stream:
     "/v1/{path:path}",
     http_method=[HttpMethod.GET, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE],
 )
-async def pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
+async def pass_through(request: Request[Any, Any, Any], path: FromPath[str]) -> Stream:
     """Any other `/v1` endpoint (embeddings, completions, files ...), relayed unchanged."""
     return await _pass_through(request, path.lstrip("/"))
 

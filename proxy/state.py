@@ -11,7 +11,7 @@ from litestar import Request
 from proxy.errors import InvalidStrategy
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
-from strategies import Pipeline, StrategyRegistry, StrategySelectionError, parse_selection
+from strategies import Pipeline, StrategyRegistry, StrategySelectionError, TiktokenTokenizer, Tokenizer, parse_selection
 
 STRATEGY_HEADER = "X-Context-Strategy"
 STRATEGY_FIELD = "context_strategy"
@@ -24,6 +24,7 @@ class ProxyState:
     upstream: UpstreamClient
     default_pipelines: dict[str, Pipeline] = field(default_factory=dict)
     """`settings.default_strategies`, resolved once at start-up so a bad one fails there, not per request."""
+    tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
     shutting_down: bool = False
 
     def resolve(self, text: str, param: str) -> Pipeline:

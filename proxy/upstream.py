@@ -208,7 +208,7 @@ class RequestUpstream:
             raise transport_error(error, "while answering") from None
         finally:
             self.ledger.finished()
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             self.ledger.failures += 1
             raise UpstreamStatusError(response.status_code, content, _error_headers(response))
         try:
@@ -234,7 +234,7 @@ class RequestUpstream:
             self.ledger.failures += 1
             self.ledger.finished()
             raise
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             try:
                 content = await _bounded_read(response)
             finally:
@@ -300,8 +300,9 @@ class HttpCompletionStream:
 
 def _error_headers(response: httpx.Response) -> dict[str, str]:
     headers = relayed_headers(response.headers)
-    if "content-type" in response.headers:
-        headers["content-type"] = response.headers["content-type"]
+    for name in ("content-type", "location"):
+        if name in response.headers:
+            headers[name] = response.headers[name]
     return headers
 
 

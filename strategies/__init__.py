@@ -17,6 +17,7 @@ from strategies.registry import (
 )
 from strategies.request import ChatRequest, Document, DocumentBlock, DocumentFieldError, parse_request
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
+from strategies.tokens import TiktokenTokenizer, Tokenizer
 from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "StrategyOutcome",
     "StrategyRegistry",
     "StrategySelectionError",
+    "TiktokenTokenizer",
+    "Tokenizer",
     "Transform",
     "Upstream",
     "UpstreamFailure",

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from proxy import Settings, create_app
+from tests.fakes import FakeUpstream
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+UPSTREAM = "http://upstream.test/v1"
+
+
+@pytest.fixture
+def fake() -> FakeUpstream:
+    return FakeUpstream()
+
+
+@pytest.fixture
+def make_client(fake: FakeUpstream) -> Iterator[Any]:
+    """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords."""
+    clients: list[TestClient[Any]] = []
+
+    def build(**overrides: Any) -> TestClient[Any]:
+        settings = Settings(upstream_url=UPSTREAM, **overrides)
+        client = TestClient(create_app(settings, transport=fake.transport()), raise_server_exceptions=False)
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: Any) -> TestClient[Any]:
+    return make_client()
+
+
+def chat(content: str = "What is the capital of France?", **extra: Any) -> dict[str, Any]:
+    """A minimal chat-completions body."""
+    return {"model": "fake-model", "messages": [{"role": "user", "content": content}], **extra}

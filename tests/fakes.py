@@ -1,0 +1,113 @@
+"""Test doubles for the upstream. Each is a fake: it replays scripted answers and records what it received."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+def completion(content: str = "Paris.", *, prompt_tokens: int = 10, completion_tokens: int = 2) -> dict[str, Any]:
+    """A chat completion body as OpenAI returns it."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def chunk(content: str | None = None, *, finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+    """One chat completion chunk's JSON."""
+    choices = [] if usage else [{"index": 0, "delta": {"content": content} if content else {}, "finish_reason": finish}]
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "fake-model",
+        "choices": choices,
+    }
+    if usage:
+        body["usage"] = usage
+    return json.dumps(body)
+
+
+def sse_body(events: Iterable[str], *, done: bool = True) -> bytes:
+    """An SSE body of these data payloads, then `[DONE]` unless `done` is false."""
+    frames = "".join(f"data: {e}\n\n" for e in events)
+    return (frames + ("data: [DONE]\n\n" if done else "")).encode()
+
+
+async def _chunks(pieces: list[bytes], delay: float, fail_after: bool) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        if delay:
+            await asyncio.sleep(delay)
+        yield piece
+    if fail_after:
+        raise httpx.ReadError("connection reset by fake")
+
+
+def sse_response(
+    body: bytes,
+    *,
+    split_at: Iterable[int] = (),
+    delay: float = 0.0,
+    fail_after: bool = False,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    """A streamed SSE response whose bytes arrive in pieces cut at `split_at` offsets."""
+    cuts = [0, *sorted(set(split_at)), len(body)]
+    pieces = [body[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return httpx.Response(
+        200,
+        headers={"content-type": "text/event-stream", **(headers or {})},
+        content=_chunks(pieces, delay, fail_after),
+    )
+
+
+Answer = httpx.Response | Exception | Callable[[httpx.Request], Any]
+
+
+@dataclass
+class FakeUpstream:
+    """A scripted fake OpenAI-compatible upstream: answers are queued; every request is recorded.
+
+    With an empty queue it answers every chat request with `completion()`.
+    """
+
+    answers: list[Answer] = field(default_factory=list)
+    requests: list[httpx.Request] = field(default_factory=list)
+
+    def queue(self, *answers: Answer) -> FakeUpstream:
+        self.answers.extend(answers)
+        return self
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests if r.content]
+
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        await request.aread()
+        answer: Answer = self.answers.pop(0) if self.answers else httpx.Response(200, json=completion())
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer) and not isinstance(answer, httpx.Response):
+            result = answer(request)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result  # type: ignore[no-any-return]
+        return answer
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handler)

@@ -1,0 +1,130 @@
+"""Everything the proxy rejects itself: the right status, the OpenAI envelope, and no upstream call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import chat
+from tests.fakes import FakeUpstream
+
+
+def assert_envelope(response: Any, status: int, code: str, param: str | None = None) -> None:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code
+    assert error["param"] == param
+    assert "Traceback" not in response.text
+
+
+def test_malformed_json_is_400(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", content=b'{"messages": [', headers={"content-type": "application/json"})
+    assert_envelope(response, 400, "invalid_json")
+    assert fake.requests == []
+
+
+def test_json_that_is_not_an_object_is_400(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", json=[1, 2])
+    assert_envelope(response, 400, "invalid_json")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": "hi"}, "messages"),
+        ({"model": "m", "messages": ["hi"]}, "messages[0]"),
+        ({"model": "m", "messages": [{"content": "hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"role": "user"}]}, "messages[0].content"),
+        ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"model": "m", "messages": [{"role": "user", "content": [{"text": "x"}]}]}, "messages[0].content[0]"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]},
+            "messages[0].content[0].text",
+        ),
+    ],
+)
+def test_malformed_messages_are_400(client: Any, fake: FakeUpstream, body: dict[str, Any], param: str) -> None:
+    assert_envelope(client.post("/v1/chat/completions", json=body), 400, "invalid_messages", param)
+    assert fake.requests == []
+
+
+def test_stream_of_wrong_type_is_400(client: Any, fake: FakeUpstream) -> None:
+    assert_envelope(client.post("/v1/chat/completions", json=chat(stream="yes")), 400, "invalid_request", "stream")
+    assert fake.requests == []
+
+
+def test_non_json_content_type_is_415(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", content=b"messages=hi", headers={"content-type": "text/plain"})
+    assert_envelope(response, 415, "unsupported_media_type", "Content-Type")
+    assert fake.requests == []
+
+
+def test_body_over_limit_is_413_by_declared_length(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(max_body_bytes=2048)
+    body = chat("x" * 4096)
+    assert_envelope(client.post("/v1/chat/completions", json=body), 413, "payload_too_large")
+    assert fake.requests == []
+
+
+def test_body_over_limit_is_413_when_streamed_without_length(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(max_body_bytes=2048)
+    sent: list[int] = []
+
+    def body() -> Any:
+        for _ in range(100):
+            sent.append(1024)
+            yield b" " * 1024
+
+    response = client.post("/v1/chat/completions", content=body(), headers={"content-type": "application/json"})
+    assert_envelope(response, 413, "payload_too_large")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("header", "fragment"),
+    [
+        ("bogus", "unknown strategy 'bogus'"),
+        ("none; k=3", "has no parameter 'k'"),
+        ("none, none", "cannot be combined"),
+        ("REORDER!", "not a strategy name"),
+        ("none;", "expected key=value"),
+        ("", "empty strategy selection"),
+    ],
+)
+def test_bad_strategy_header_is_400_naming_the_header(
+    client: Any, fake: FakeUpstream, header: str, fragment: str
+) -> None:
+    response = client.post("/v1/chat/completions", json=chat(), headers={"X-Context-Strategy": header})
+    assert_envelope(response, 400, "invalid_strategy", "X-Context-Strategy")
+    assert fragment in response.json()["error"]["message"]
+    assert response.headers["x-context-upstream-calls"] == "0"
+    assert fake.requests == []
+
+
+def test_bad_strategy_field_is_400_naming_the_field(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", json=chat(context_strategy="nope"))
+    assert_envelope(response, 400, "invalid_strategy", "context_strategy")
+    response = client.post("/v1/chat/completions", json=chat(context_strategy=["none"]))
+    assert_envelope(response, 400, "invalid_strategy", "context_strategy")
+    assert fake.requests == []
+
+
+def test_malformed_documents_field_is_400(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", json=chat(documents="one long string"))
+    assert_envelope(response, 400, "invalid_documents", "documents")
+    response = client.post("/v1/chat/completions", json=chat(documents=[{"title": "no text"}]))
+    assert_envelope(response, 400, "invalid_documents", "documents")
+    assert fake.requests == []
+
+
+def test_unknown_route_is_404_envelope(client: Any) -> None:
+    assert_envelope(client.get("/nowhere"), 404, "not_found")
+
+
+def test_wrong_method_is_405_envelope(client: Any) -> None:
+    assert_envelope(client.get("/v1/chat/completions"), 405, "method_not_allowed")
