@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -29,9 +29,11 @@ def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMa
     return event
 
 
-def configure_logging(log_format: str = "auto", level: str = "info") -> None:
-    """Configure structlog (and the stdlib loggers uvicorn uses) once, at start-up."""
-    use_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
+def configure_logging(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """Configure structlog (and the stdlib loggers uvicorn uses) once, at start-up; lines go to `stream`
+    (standard error by default)."""
+    stream = stream or sys.stderr
+    use_json = log_format == "json" or (log_format == "auto" and not stream.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     shared: list[Any] = [
@@ -44,11 +46,11 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
     # Third-party stdlib loggers (uvicorn, httpx) go through the same processors, so every line is alike.
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],

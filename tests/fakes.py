@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ def sse_response(
 ) -> httpx.Response:
     """A streamed SSE response whose bytes arrive in pieces cut at `split_at` offsets."""
     cuts = [0, *sorted(set(split_at)), len(body)]
-    pieces = [body[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    pieces = [body[a:b] for a, b in itertools.pairwise(cuts) if b > a]
     return httpx.Response(
         200,
         headers={"content-type": "text/event-stream", **(headers or {})},

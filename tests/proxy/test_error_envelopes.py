@@ -20,7 +20,9 @@ def assert_envelope(response: Any, status: int, code: str, param: str | None = N
 
 
 def test_malformed_json_is_400(client: Any, fake: FakeUpstream) -> None:
-    response = client.post("/v1/chat/completions", content=b'{"messages": [', headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/chat/completions", content=b'{"messages": [', headers={"content-type": "application/json"}
+    )
     assert_envelope(response, 400, "invalid_json")
     assert fake.requests == []
 

@@ -1,0 +1,101 @@
+"""What reaches the upstream: the client's body untouched but for the proxy's control fields; headers
+filtered; the upstream key from settings or the client's Authorization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import chat
+from tests.fakes import FakeUpstream, completion
+
+
+def test_unknown_fields_and_content_parts_are_forwarded_untouched(client: Any, fake: FakeUpstream) -> None:
+    body = {
+        "model": "fake-model",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hi"}, {"type": "image_url", "image_url": {"url": "x"}}],
+            },
+        ],
+        "temperature": 0.2,
+        "logit_bias": {"50256": -100},
+        "vendor_extension": {"nested": [1, 2, 3]},
+    }
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert fake.bodies == [body]
+
+
+def test_strategy_header_and_field_never_reach_the_upstream(client: Any, fake: FakeUpstream) -> None:
+    client.post(
+        "/v1/chat/completions",
+        json=chat(context_strategy="none"),
+        headers={"X-Context-Strategy": "none", "X-Context-Debug": "1"},
+    )
+    (request,) = fake.requests
+    assert "context_strategy" not in fake.bodies[0]
+    assert not any(name.lower().startswith("x-context-") for name in request.headers)
+
+
+def test_hop_by_hop_and_connection_listed_headers_are_dropped(client: Any, fake: FakeUpstream) -> None:
+    client.post(
+        "/v1/chat/completions",
+        json=chat(),
+        headers={
+            "Connection": "keep-alive, X-Secret-Hop",
+            "X-Secret-Hop": "1",
+            "TE": "trailers",
+            "OpenAI-Project": "p1",
+        },
+    )
+    headers = fake.requests[0].headers
+    assert "x-secret-hop" not in headers
+    assert "te" not in headers
+    assert headers["openai-project"] == "p1"
+
+
+def test_client_authorization_is_forwarded_without_a_configured_key(client: Any, fake: FakeUpstream) -> None:
+    client.post("/v1/chat/completions", json=chat(), headers={"Authorization": "Bearer client-key"})
+    assert fake.requests[0].headers["authorization"] == "Bearer client-key"
+
+
+def test_configured_key_replaces_the_client_authorization(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(upstream_api_key="server-key")
+    client.post("/v1/chat/completions", json=chat(), headers={"Authorization": "Bearer x"})
+    assert fake.requests[0].headers["authorization"] == "Bearer server-key"
+
+
+def test_upstream_url_comes_from_settings_only(client: Any, fake: FakeUpstream) -> None:
+    client.post(
+        "/v1/chat/completions",
+        json=chat(base_url="http://evil.test/v1"),
+        headers={"Host": "evil.test", "X-Forwarded-Host": "evil.test"},
+    )
+    assert fake.requests[0].url == httpx.URL("http://upstream.test/v1/chat/completions")
+
+
+def test_documents_field_is_rendered_in_the_lost_in_the_middle_format(client: Any, fake: FakeUpstream) -> None:
+    body = chat(
+        "Question: who wrote it?\nAnswer:",
+        documents=[{"title": "Book", "text": "Ann wrote the book."}, "Bob read it."],
+    )
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.headers["x-context-documents"] == "2"
+    sent = fake.bodies[0]
+    assert "documents" not in sent
+    assert sent["messages"][-1]["content"] == (
+        "Document [1](Title: Book) Ann wrote the book.\nDocument [2] Bob read it.\n\nQuestion: who wrote it?\nAnswer:"
+    )
+
+
+def test_response_body_is_the_upstreams(client: Any, fake: FakeUpstream) -> None:
+    answer = completion("Lyon.", prompt_tokens=5, completion_tokens=1)
+    answer["system_fingerprint"] = "fp_fake"
+    fake.queue(httpx.Response(200, json=answer, headers={"openai-processing-ms": "12"}))
+    response = client.post("/v1/chat/completions", json=chat())
+    assert response.json() == answer
+    assert response.headers["openai-processing-ms"] == "12"
