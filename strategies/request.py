@@ -226,6 +226,8 @@ def _block_from_spans(
 ) -> tuple[DocumentBlock, tuple[Document, ...]]:
     numbers = [s.number for s in spans]
     base = next((b for b in (1, 0) if numbers == list(range(b, b + len(spans)))), None)
+    if base is not None and not all(_plain_number(text, s) for s in spans):
+        base = None  # "Document [01]": renumbering would not reproduce the original text
     block = DocumentBlock(
         format=fmt,
         message_index=index,
@@ -239,6 +241,13 @@ def _block_from_spans(
         Document(text=s.text, title=s.title, raw=text[s.start : s.end], number_span=s.number_span) for s in spans
     )
     return block, documents
+
+
+def _plain_number(text: str, span: DocumentSpan) -> bool:
+    if span.number_span is None:
+        return False
+    start, end = span.number_span
+    return text[span.start + start : span.start + end] == str(span.number)
 
 
 def _parts_block(

@@ -1,0 +1,81 @@
+"""Rendering a parsed request without changes reproduces the original messages exactly, for every format and
+for arbitrary text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies import parse_request
+
+line_text = st.text(st.characters(blacklist_categories=["Cs", "Cc"]), max_size=40)
+any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=200)
+titles = st.one_of(st.none(), line_text)
+
+
+def litm(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    lines = [
+        f"Document [{i}](Title: {t}) {x}" if t is not None else f"Document [{i}] {x}"
+        for i, (t, x) in enumerate(docs, 1)
+    ]
+    return head + "\n".join(lines) + tail
+
+
+def xml(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    return head + "\n".join(f'<document index="{i}">{x}</document>' for i, (_, x) in enumerate(docs, 1)) + tail
+
+
+def headed(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    return head + "\n\n".join(f"Document {i}: {x}" for i, (_, x) in enumerate(docs, 1)) + tail
+
+
+def json_kv(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    records = {f"{t}-{i}": x for i, (t, x) in enumerate(docs)}
+    return head + json.dumps(records, indent=1) + tail
+
+
+def roundtrip(body: dict[str, Any]) -> None:
+    original = json.loads(json.dumps(body))
+    assert parse_request(body).render() == original
+
+
+documents = st.lists(st.tuples(titles, line_text), min_size=1, max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    builder=st.sampled_from([litm, xml, headed, json_kv]),
+    docs=documents,
+    head=any_text,
+    tail=any_text,
+    in_system=st.booleans(),
+)
+def test_every_format_round_trips(
+    builder: Any, docs: list[tuple[str | None, str]], head: str, tail: str, in_system: bool
+) -> None:
+    content = builder(docs, head, tail)
+    messages = [{"role": "user", "content": content}]
+    if in_system:
+        messages = [{"role": "system", "content": content}, {"role": "user", "content": tail}]
+    roundtrip({"model": "m", "messages": messages, "temperature": 0.5})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(any_text, min_size=1, max_size=6), roles=st.lists(st.sampled_from(["system", "user", "assistant"]))
+)
+def test_arbitrary_messages_round_trip(texts: list[str], roles: list[str]) -> None:
+    messages = [{"role": (roles[i] if i < len(roles) else "user"), "content": t} for i, t in enumerate(texts)]
+    roundtrip({"model": "m", "messages": messages})
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts=st.lists(any_text, min_size=1, max_size=6), with_image=st.booleans())
+def test_content_parts_round_trip(texts: list[str], with_image: bool) -> None:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": t, "cache_control": {"type": "ephemeral"}} for t in texts]
+    if with_image:
+        parts.insert(1, {"type": "image_url", "image_url": {"url": "data:,"}})
+    roundtrip({"model": "m", "messages": [{"role": "user", "content": parts}]})

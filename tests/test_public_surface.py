@@ -1,0 +1,28 @@
+"""Each package exports exactly what it says it does, and every export exists."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("package", ["proxy", "strategies", "eval"])
+def test_all_names_exist_once(package: str) -> None:
+    module = importlib.import_module(package)
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert len(set(module.__all__)) == len(module.__all__)
+
+
+def test_strategies_do_not_import_the_http_edge() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, strategies; assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_built_in_strategy_is_published_as_an_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    assert "none" in {e.name for e in entry_points(group="contextlift.strategies")}
