@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from proxy.local_model import free_port
+
+STARTUP_SECONDS = 240
+
+
+@pytest.fixture(scope="session")
+def proxy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`contextlift serve` in front of the embedded SmolLM2 model, as a user starts it."""
+    log_path = tmp_path_factory.mktemp("e2e") / "serve.log"
+    log = log_path.open("wb")
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CONTEXTLIFT_LOG_FORMAT": "json"}
+    env.pop("CONTEXTLIFT_UPSTREAM_URL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"contextlift serve exited: {log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    else:
+        process.kill()
+        raise RuntimeError("contextlift serve did not become ready")
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
