@@ -1,8 +1,13 @@
 """Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
 
+from strategies.embedder import Embedder, SentenceTransformerEmbedder
+from strategies.fact import Fact
 from strategies.formats import DocumentFormat
+from strategies.medoid import Medoid
 from strategies.passthrough import PassThrough
-from strategies.pipeline import PipelineResult, StepContext, StrategyOutcome, run_pipeline, send_once
+from strategies.pipeline import PipelineResult, Services, StepContext, StrategyOutcome, run_pipeline, send_once
+from strategies.query_aware import QueryAware
+from strategies.recite import Recite
 from strategies.registry import (
     ENTRY_POINT_GROUP,
     Executor,
@@ -15,6 +20,7 @@ from strategies.registry import (
     StrategyRegistry,
     Transform,
 )
+from strategies.reorder import Reorder
 from strategies.request import ChatRequest, Document, DocumentBlock, DocumentFieldError, parse_request
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
 from strategies.tokens import TiktokenTokenizer, Tokenizer
@@ -29,13 +35,21 @@ __all__ = [
     "DocumentBlock",
     "DocumentFieldError",
     "DocumentFormat",
+    "Embedder",
     "Executor",
+    "Fact",
+    "Medoid",
     "Param",
     "Params",
     "PassThrough",
     "Pipeline",
     "PipelineResult",
+    "QueryAware",
+    "Recite",
+    "Reorder",
     "Role",
+    "SentenceTransformerEmbedder",
+    "Services",
     "Step",
     "StepContext",
     "StepRequest",
@@ -59,6 +73,7 @@ __all__ = [
 def build_registry() -> StrategyRegistry:
     """A registry holding the built-in strategies and every one published under the entry-point group."""
     registry = StrategyRegistry()
-    registry.register(PassThrough())
+    for strategy in (PassThrough(), Reorder(), QueryAware(), Recite(), Fact(), Medoid()):
+        registry.register(strategy)
     registry.load_entry_points()
     return registry

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from strategies.registry import Executor, Pipeline, Transform
+from opentelemetry import trace
+
+from strategies.embedder import Embedder
+from strategies.registry import Executor, Pipeline, Step, Transform
 from strategies.request import ChatRequest
+from strategies.tokens import TiktokenTokenizer, Tokenizer
 from strategies.upstream import Completion, CompletionStream, Upstream
+
+_tracer = trace.get_tracer("contextlift.strategies")
 
 StrategyOutcome = Completion | CompletionStream
 """What the client gets: a whole completion, or an open stream to relay."""
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The heavy helpers strategies share, loaded once at start-up by whoever builds the app."""
+
+    embedder: Embedder | None = None
+    tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
+    seed: int | None = None
+    """Default seed for strategies that draw random permutations; None: a fresh draw per request."""
+
+    def require_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise RuntimeError("this strategy needs an embedder, and none was loaded")
+        return self.embedder
 
 
 @dataclass(slots=True)
@@ -17,13 +41,18 @@ class StepContext:
     """What a step may use while it runs, and where it reports what it actually did."""
 
     upstream: Upstream
+    services: Services = field(default_factory=Services)
     applied: list[str] = field(default_factory=list)
     """Labels of the steps that ran, in order, as reported in the `X-Context-Strategy` response header."""
 
+    def note(self, fact: str) -> None:
+        """Add a fact (`fallback=empty-recitation`, `failed=2`) to the label of the step now running."""
+        if self.applied:
+            self.applied[-1] = f"{self.applied[-1]}; {fact}"
+
     def fall_back(self, reason: str) -> None:
         """Mark the step now running as having fallen back to a plain call, and why."""
-        if self.applied:
-            self.applied[-1] = f"{self.applied[-1]}; fallback={reason}"
+        self.note(f"fallback={reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +73,40 @@ async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome
     return await upstream.complete(body)
 
 
-async def run_pipeline(pipeline: Pipeline, request: ChatRequest, upstream: Upstream) -> PipelineResult:
+async def run_pipeline(
+    pipeline: Pipeline, request: ChatRequest, upstream: Upstream, services: Services | None = None
+) -> PipelineResult:
     """Apply the transforms, then the executor (or one plain call), and report what ran.
 
     Steps that need documents are skipped for requests without any; an executor skipped that way leaves a
-    single plain call in its place.
+    single plain call in its place. Each step that runs gets its own OpenTelemetry span.
     """
-    context = StepContext(upstream)
+    context = StepContext(upstream, services or Services())
     for step in pipeline.transforms:
         assert isinstance(step.strategy, Transform)
         if step.strategy.needs_documents and not request.documents:
             continue
         context.applied.append(step.label)
-        request = await step.strategy.transform(request, step.params, context)
+        with _step_span(step, request):
+            request = await step.strategy.transform(request, step.params, context)
     executor = pipeline.executor
     if executor is not None and (request.documents or not executor.strategy.needs_documents):
         assert isinstance(executor.strategy, Executor)
         context.applied.append(executor.label)
-        outcome = await executor.strategy.execute(request, executor.params, context)
+        with _step_span(executor, request):
+            outcome = await executor.strategy.execute(request, executor.params, context)
     else:
         outcome = await send_once(request, upstream)
     return PipelineResult(outcome, ", ".join(context.applied) or "none", request)
+
+
+@contextmanager
+def _step_span(step: Step, request: ChatRequest) -> Iterator[None]:
+    started = time.perf_counter()
+    with _tracer.start_as_current_span(f"strategy {step.strategy.name}") as span:
+        span.set_attribute("contextlift.strategy.name", step.strategy.name)
+        span.set_attribute("contextlift.strategy.role", step.strategy.role.value)
+        span.set_attribute("contextlift.strategy.step", step.label)
+        span.set_attribute("contextlift.documents", len(request.documents))
+        yield
+        span.set_attribute("contextlift.strategy.duration_ms", round((time.perf_counter() - started) * 1000, 2))

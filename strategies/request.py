@@ -131,17 +131,23 @@ class ChatRequest:
         body["messages"] = messages
         return body
 
-    def _render_text(self) -> str:
-        assert self.block is not None
-        block = self.block
-        out = [block.head]
+    def documents_text(self) -> str:
+        """The documents alone, as this request renders them (numbered where the format numbers them)."""
+        if self.block is None:
+            return ""
+        if self.block.format is DocumentFormat.PARTS:
+            return "\n\n".join(d.text for d in self.documents)
+        out = []
         for position, document in enumerate(self.documents):
             if position:
-                out.append(_separator(block.separators, position - 1))
-            number = None if block.numbering_base is None else block.numbering_base + position
-            out.append(document.rendered(number, block.format))
-        out.append(block.tail)
+                out.append(_separator(self.block.separators, position - 1))
+            number = None if self.block.numbering_base is None else self.block.numbering_base + position
+            out.append(document.rendered(number, self.block.format))
         return "".join(out)
+
+    def _render_text(self) -> str:
+        assert self.block is not None
+        return self.block.head + self.documents_text() + self.block.tail
 
     def _render_parts(self, content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         text_positions = [i for i, part in enumerate(content) if part.get("type") == "text"]

@@ -1,0 +1,116 @@
+"""Helpers shared by the executors that call the upstream more than once: intermediate request bodies,
+answer text, usage sums, and checking that a recited or retrieved text really occurs in a document."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from strategies.request import ChatRequest, Document
+from strategies.upstream import Completion, CompletionStream
+
+# Fields of the client's body that make no sense for an intermediate, plain-text call.
+_NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",
+                         "top_logprobs", "max_completion_tokens", "parallel_tool_calls")  # fmt: skip
+_SPACE = re.compile(r"\s+")
+_EDGE_PUNCTUATION = " \t\n\"'`*-•\u201c\u201d\u2018\u2019"
+MIN_LOCATED_CHARS = 8
+"""A shorter snippet occurs by chance in too many documents to count as evidence."""
+
+
+def intermediate_body(request: ChatRequest, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """A non-streamed body with the document message's content replaced by `prompt`, and the messages after
+    it dropped (they are the question, already in the prompt)."""
+    body = {k: v for k, v in request.render().items() if k not in _NOT_FOR_INTERMEDIATE}
+    assert request.block is not None
+    index = request.block.message_index
+    messages = [dict(m) for m in body["messages"][:index]]
+    messages.append({"role": "user", "content": prompt})
+    body["messages"] = messages
+    body["max_tokens"] = max_tokens
+    return body
+
+
+def answer_text(completion: Completion) -> str:
+    choices = completion.body.get("choices") or []
+    if not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message") or {}
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else ""
+
+
+def sum_usage(completions: Iterable[Completion]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for completion in completions:
+        usage = completion.body.get("usage")
+        if isinstance(usage, Mapping):
+            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                if isinstance(usage.get(key), int):
+                    total[key] = total.get(key, 0) + usage[key]
+    return total
+
+
+def with_usage(completion: Completion, prior: Mapping[str, int]) -> Completion:
+    """The completion with `prior` usage added to its own, so the client sees the total of all calls."""
+    usage = sum_usage([completion, Completion({"usage": dict(prior)})])
+    return Completion({**completion.body, "usage": usage} if usage else completion.body, completion.headers)
+
+
+def normalize(text: str) -> str:
+    return _SPACE.sub(" ", text).strip(_EDGE_PUNCTUATION).casefold()
+
+
+def locate(snippet: str, documents: Iterable[Document]) -> int | None:
+    """Index of the first document that contains `snippet` (whitespace and case aside), else None."""
+    needle = normalize(snippet)
+    if len(needle) < MIN_LOCATED_CHARS:
+        return None
+    for index, document in enumerate(documents):
+        if needle in normalize(document.text):
+            return index
+    return None
+
+
+def remove_snippet(document: Document, snippet: str) -> Document:
+    """The document with `snippet` cut out of its text (matched across whitespace and case differences)."""
+    words = [re.escape(w) for w in normalize(snippet).split(" ") if w]
+    if not words:
+        return document
+    pattern = re.compile(r"\s+".join(words), re.IGNORECASE)
+    text = pattern.sub(" ", document.text, count=1)
+    return Document(text=_SPACE.sub(" ", text).strip(), title=document.title)
+
+
+class PriorUsageStream:
+    """A stream whose usage chunk also counts the calls made before it."""
+
+    def __init__(self, inner: CompletionStream, prior: Mapping[str, int]) -> None:
+        self._inner = inner
+        self.prior_usage = dict(prior)
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._inner.headers
+
+    async def events(self) -> AsyncIterator[str]:
+        async for data in self._inner.events():
+            if '"usage"' in data:
+                data = self._add_prior(data)
+            yield data
+
+    def _add_prior(self, data: str) -> str:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("usage"), Mapping):
+            return data
+        chunk["usage"] = {**chunk["usage"], **sum_usage([Completion(chunk), Completion({"usage": self.prior_usage})])}
+        self.prior_usage = {}
+        return json.dumps(chunk, separators=(",", ":"))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

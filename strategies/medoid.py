@@ -1,0 +1,81 @@
+"""`medoid`: permutation medoid voting (SWiM, Dsouza et al., algorithm 3). k concurrent calls, each with the
+documents in an independent random permutation; the answers are embedded and the one with the largest
+summed cosine similarity to the others is returned."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from typing import Any, ClassVar
+
+import anyio
+import numpy as np
+
+from strategies.evidence import answer_text, sum_usage, with_usage
+from strategies.pipeline import StepContext, StrategyOutcome
+from strategies.registry import Executor, Param, Params
+from strategies.request import ChatRequest
+from strategies.upstream import Completion, UpstreamFailure
+
+_ABSENCE = re.compile(
+    r"\b(?:no (?:relevant )?information|not (?:\w+ )?(?:mentioned|found|provided|given|stated|present|available|"
+    r"specified|included)|(?:does|do) not (?:mention|contain|say|provide|specify)|cannot (?:be )?(?:determined|"
+    r"found|answered)|can't (?:be )?(?:determined|found|answered)|i (?:do not|don't) know|unknown)\b",
+    re.IGNORECASE,
+)
+_NOT_PER_CALL = ("stream", "stream_options", "n")
+
+
+def says_absent(answer: str) -> bool:
+    """Whether an answer says the information is not in the context (SWiM's absence filtering)."""
+    return bool(_ABSENCE.search(answer)) or not answer.strip()
+
+
+class Medoid(Executor):
+    """Votes among k answers to independently permuted contexts."""
+
+    name: ClassVar[str] = "medoid"
+    streams_directly: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("k", int, 5, "number of concurrent calls", minimum=1, maximum=9),
+        Param("seed", int, None, "seed of the permutations, for reproducible runs", minimum=0, maximum=2**63 - 1),
+    )
+
+    def max_upstream_calls(self, params: Params) -> int:
+        return int(params["k"])
+
+    async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
+        seed = params.get("seed", context.services.seed)
+        rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()
+        documents = list(request.documents)
+        bodies = []
+        for _ in range(int(params["k"])):
+            permuted = request.with_documents(rng.sample(documents, len(documents))).render()
+            bodies.append({k: v for k, v in permuted.items() if k not in _NOT_PER_CALL})
+        results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
+        answered = [r for r in results if isinstance(r, Completion)]
+        failures = [r for r in results if isinstance(r, BaseException)]
+        for failure in failures:
+            if not isinstance(failure, UpstreamFailure):
+                raise failure
+        if not answered:
+            raise failures[0]
+        if failures:
+            context.note(f"failed={len(failures)}")
+        chosen = await self._vote(answered, context)
+        others = [c for i, c in enumerate(answered) if i != chosen]
+        return with_usage(answered[chosen], sum_usage(others))
+
+    async def _vote(self, answered: list[Completion], context: StepContext) -> int:
+        answers = [answer_text(c) for c in answered]
+        candidates = [i for i, a in enumerate(answers) if not says_absent(a)] or list(range(len(answers)))
+        if len(candidates) < len(answers):
+            context.note(f"absent={len(answers) - len(candidates)}")
+        if len(candidates) <= 2:
+            return candidates[0]  # with one or two answers every one is a medoid: keep the first
+        vectors: Any = await anyio.to_thread.run_sync(
+            context.services.require_embedder().embed, [answers[i] for i in candidates]
+        )
+        totals = (vectors @ vectors.T).sum(axis=1)
+        return candidates[int(np.argmax(totals))]

@@ -1,0 +1,87 @@
+"""`recite`: retrieve then solve (Du et al. 2025, sec. 5). Call 1 has the model copy the relevant evidence
+word by word; call 2 answers from the original instructions and question with only that evidence in place of
+the documents, turning a long-context task into a short one."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from strategies.evidence import (
+    PriorUsageStream,
+    answer_text,
+    intermediate_body,
+    locate,
+    normalize,
+    sum_usage,
+    with_usage,
+)
+from strategies.pipeline import StepContext, StrategyOutcome, send_once
+from strategies.prompts import RECITE_PROMPT
+from strategies.registry import Executor, Param, Params
+from strategies.request import ChatRequest, Document
+from strategies.upstream import Completion
+
+_NUMBERED_LINE = re.compile(
+    r"^\s*(?:[-*•]\s*)?(?:document|doc)?\s*\[?(?P<number>\d+)\]?\s*[:.)\-]\s*(?P<text>.*)$", re.IGNORECASE
+)
+
+
+def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
+    """The documents' evidence the recitation really copied, in the documents' order.
+
+    A line naming a document (`Document [3]: ...`) counts when its text occurs in that document, or in
+    another one; an unnumbered line counts when it occurs in some document. A numbered line with no text
+    stands for the whole document. Text that occurs nowhere is dropped: it was not recited but invented.
+    """
+    documents = request.documents
+    base = request.block.numbering_base if request.block and request.block.numbering_base is not None else 1
+    pieces: dict[int, list[str]] = {}
+    for raw_line in recitation.splitlines():
+        line = raw_line.strip()
+        if not line or normalize(line) == "none":
+            continue
+        match = _NUMBERED_LINE.match(line)
+        text = match.group("text").strip() if match else line
+        claimed = int(match.group("number")) - base if match else None
+        if claimed is not None and 0 <= claimed < len(documents) and not normalize(text):
+            pieces.setdefault(claimed, []).append(documents[claimed].text)
+            continue
+        if claimed is not None and 0 <= claimed < len(documents) and locate(text, [documents[claimed]]) is not None:
+            index: int | None = claimed
+        else:
+            index = locate(text, documents)
+        if index is not None:
+            pieces.setdefault(index, []).append(text.strip(" \"'“”"))
+    return [Document(text=" ".join(dict.fromkeys(pieces[i])), title=documents[i].title) for i in sorted(pieces)]
+
+
+def with_prior_usage(outcome: StrategyOutcome, calls: list[Completion]) -> StrategyOutcome:
+    """The final outcome, its usage counting the calls made before it."""
+    prior = sum_usage(calls)
+    if isinstance(outcome, Completion):
+        return with_usage(outcome, prior)
+    return PriorUsageStream(outcome, prior)
+
+
+class Recite(Executor):
+    """Two calls: recite the evidence, then answer from it alone."""
+
+    name: ClassVar[str] = "recite"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("max_tokens", int, 512, "token limit of the recitation call", minimum=16, maximum=4096),
+    )
+
+    def max_upstream_calls(self, params: Params) -> int:
+        return 2
+
+    async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
+        prompt = RECITE_PROMPT.format(documents=request.documents_text(), question=request.question)
+        recitation = await context.upstream.complete(intermediate_body(request, prompt, int(params["max_tokens"])))
+        text = answer_text(recitation)
+        evidence = recited_evidence(text, request)
+        if not evidence:
+            context.fall_back("empty-recitation" if normalize(text) in ("", "none") else "unmatched-recitation")
+            return with_prior_usage(await send_once(request, context.upstream), [recitation])
+        context.note(f"evidence={len(evidence)}")
+        return with_prior_usage(await send_once(request.with_documents(evidence), context.upstream), [recitation])

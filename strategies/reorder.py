@@ -1,0 +1,79 @@
+"""`reorder`: rank documents by embedding similarity to the question and put the most relevant at the edges
+of the context, where models use them best (Lost in the Middle, fig. 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
+
+import anyio
+import numpy as np
+
+from strategies.pipeline import StepContext
+from strategies.registry import Param, Params, Transform
+from strategies.request import ChatRequest, Document
+
+T = TypeVar("T")
+ORDERS = ("edges-first", "edges-last", "descending")
+
+
+def arrange(ranked: Sequence[T], order: str) -> list[T]:
+    """Place items given best first.
+
+    - `edges-first`: ranks 1 3 5 ... 4 2, the best first (Haystack's LostInTheMiddleRanker);
+    - `edges-last`: LangChain's and LlamaIndex's LongContextReorder, the best last for even counts;
+    - `descending`: best first, as ranked.
+    """
+    if order == "descending":
+        return list(ranked)
+    if order == "edges-first":
+        front, back = list(ranked[0::2]), list(ranked[1::2])
+        return front + back[::-1]
+    if order == "edges-last":
+        arranged: list[T] = []
+        for index, item in enumerate(reversed(ranked)):
+            if index % 2 == 1:
+                arranged.append(item)
+            else:
+                arranged.insert(0, item)
+        return arranged
+    raise ValueError(f"unknown order {order!r}")
+
+
+class Reorder(Transform):
+    """Reorders (and with `budget`, trims) the documents by relevance to the question."""
+
+    name: ClassVar[str] = "reorder"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("order", str, "edges-first", "where the most relevant documents go", choices=ORDERS),
+        Param("budget", int, None, "drop the least relevant documents until they fit in this many tokens",
+              minimum=1, maximum=1_000_000),
+    )  # fmt: skip
+
+    async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
+        embedder = context.services.require_embedder()
+        texts = [request.question, *(_embedding_text(d) for d in request.documents)]
+        vectors = await anyio.to_thread.run_sync(embedder.embed, texts)
+        scores = vectors[1:] @ vectors[0]
+        # Stable: equal scores keep the client's order.
+        ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
+        ranked = [request.documents[i] for i in ranking]
+        budget = params.get("budget")
+        if isinstance(budget, int):
+            ranked = _within_budget(ranked, budget, context)
+        return request.with_documents(arrange(ranked, str(params["order"])))
+
+
+def _embedding_text(document: Document) -> str:
+    return f"{document.title}\n{document.text}" if document.title else document.text
+
+
+def _within_budget(ranked: list[Document], budget: int, context: StepContext) -> list[Document]:
+    counts = np.array([context.services.tokenizer.count(d.raw or d.text) for d in ranked])
+    kept = len(ranked)
+    # The best document stays even when it alone is over the budget: an empty context answers nothing.
+    while kept > 1 and counts[:kept].sum() > budget:
+        kept -= 1
+    if kept < len(ranked):
+        context.note(f"dropped={len(ranked) - kept}")
+    return ranked[:kept]
