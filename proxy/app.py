@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import structlog
 from litestar import Litestar, MediaType, Request, Response
@@ -25,7 +28,7 @@ from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
 from proxy.state import ProxyState
 from proxy.upstream import UpstreamClient
-from strategies import StrategyRegistry, build_registry
+from strategies import Embedder, SentenceTransformerEmbedder, Services, StrategyRegistry, build_registry
 
 log = structlog.get_logger("contextlift")
 
@@ -35,6 +38,7 @@ def create_app(
     *,
     registry: StrategyRegistry | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    embedder: Embedder | None = None,
 ) -> Litestar:
     """Build the proxy app.
 
@@ -42,6 +46,8 @@ def create_app(
         settings: the configuration; `upstream_url` must be set (the CLI sets it to the embedded model's).
         registry: the strategies to offer; default: the built-ins and those published as entry points.
         transport: an httpx transport for the upstream, for tests that fake it.
+        embedder: the embedder strategies use; default: all-MiniLM-L6-v2, loaded in the background at start-up
+            (readiness waits for it).
 
     Raises:
         SettingsError: no upstream, or a default strategy that does not resolve.
@@ -57,7 +63,13 @@ def create_app(
         max_connections=settings.upstream_max_connections,
         transport=transport,
     )
-    state = ProxyState(settings, registry or build_registry(), upstream)
+    real_embedder = None
+    if embedder is None:
+        device = None if settings.embedding_device == "auto" else settings.embedding_device
+        embedder = real_embedder = SentenceTransformerEmbedder(device=device, cache_size=settings.embedding_cache_size)
+    state = ProxyState(settings, registry or build_registry(), upstream, services=Services(embedder=embedder))
+    if real_embedder is None:
+        state.embedder_ready.set()
     for model, text in settings.default_strategies.items():
         try:
             state.default_pipelines[model] = state.resolve(text, "default_strategies")
@@ -67,11 +79,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         state.tokenizer.count("warm-up")  # load the encoding now, not inside the first request
+        loading = asyncio.create_task(_load_embedder(state, real_embedder)) if real_embedder else None
         log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
         try:
             yield
         finally:
             state.shutting_down = True
+            if loading is not None:
+                loading.cancel()
             await upstream.aclose()
 
     return Litestar(
@@ -85,6 +100,18 @@ def create_app(
         logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
         debug=False,
     )
+
+
+async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedder) -> None:
+    started = time.perf_counter()
+    try:
+        await anyio.to_thread.run_sync(embedder.load)
+    except Exception as error:  # the proxy still serves requests that need no embedder
+        state.startup_error = f"embedder failed to load: {type(error).__name__}: {error}"
+        log.error("embedder failed to load", error=str(error))
+        return
+    state.embedder_ready.set()
+    log.info("embedder loaded", device=embedder.device, seconds=round(time.perf_counter() - started, 2))
 
 
 def _state(state: ProxyState) -> Any:

@@ -35,6 +35,8 @@ class RequestRecord:
     strategy: str = "none"
     documents: int = 0
     ledger: CallLedger = field(default_factory=CallLedger)
+    planned_calls: int | None = None
+    """Set when headers go out before the calls are made (streamed medoid): the number of calls launched."""
     status: int | None = None
     error: str | None = None
     _logged: bool = False
@@ -48,7 +50,7 @@ class RequestRecord:
             "x-request-id": self.request_id,
             "x-context-strategy": self.strategy,
             "x-context-documents": str(self.documents),
-            "x-context-upstream-calls": str(self.ledger.calls),
+            "x-context-upstream-calls": str(max(self.ledger.calls, self.planned_calls or 0)),
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
         }
 

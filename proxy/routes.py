@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -13,14 +13,23 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath
 from litestar.response import Stream
 
+from proxy.completion_chunks import completion_chunks
 from proxy.errors import InvalidDocuments, NotReady, ProxyError, UpstreamError
 from proxy.intake import check_chat_body, parse_json_object, read_limited, require_json
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
-from proxy.sse import DONE_FRAME, data_frame, json_frame
-from proxy.state import proxy_state
+from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
+from proxy.state import ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
 from proxy.upstream import HOP_BY_HOP, forwarded_headers
-from strategies import Completion, CompletionStream, DocumentFieldError, UpstreamFailure, parse_request, run_pipeline
+from strategies import (
+    Completion,
+    CompletionStream,
+    DocumentFieldError,
+    PipelineResult,
+    UpstreamFailure,
+    parse_request,
+    run_pipeline,
+)
 
 T = TypeVar("T")
 _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -51,10 +60,19 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise InvalidDocuments(str(error), param="documents") from None
     record.documents = len(chat.documents)
     record.strategy = pipeline.label
+    if pipeline.needs_embedder:
+        await _embedder_ready(state)
     upstream = state.upstream.for_request(request.headers)
     record.ledger = upstream.ledger
+    work = run_pipeline(pipeline, chat, upstream, state.services)
+    if chat.stream and chat.documents and not pipeline.streams_directly:
+        # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
+        record.planned_calls = pipeline.max_upstream_calls()
+        keepalive = state.settings.stream_keepalive
+        return Stream(_stream_when_done(work, record, chat.body, keepalive), media_type="text/event-stream",
+                      headers=_STREAM_HEADERS)  # fmt: skip
     try:
-        result = await _unless_disconnected(request, run_pipeline(pipeline, chat, upstream))
+        result = await _unless_disconnected(request, work)
     except ClientDisconnected:
         record.finish(CLIENT_CLOSED_REQUEST)
         return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
@@ -63,15 +81,69 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise
     record.strategy = result.applied
     outcome = result.outcome
-    if isinstance(outcome, Completion):
+    if isinstance(outcome, Completion) and not chat.stream:
         content = json.dumps(outcome.body, ensure_ascii=False).encode()
         return Response(content, media_type="application/json", headers=dict(outcome.headers))
-    usage = StreamUsage(result.request.render(), state.tokenizer)
+    if isinstance(outcome, Completion):
+        frames = _completion_frames(outcome, chat.body)
+        return Stream(frames, media_type="text/event-stream", headers={**outcome.headers, **_STREAM_HEADERS})
+    usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
     return Stream(
         _relay(outcome, record, usage),
         media_type="text/event-stream",
         headers={**outcome.headers, **_STREAM_HEADERS},
     )
+
+
+async def _embedder_ready(state: ProxyState) -> None:
+    if state.startup_error:
+        raise NotReady(state.startup_error)
+    try:
+        async with asyncio.timeout(state.settings.local_model_startup_timeout):
+            await state.embedder_ready.wait()
+    except TimeoutError:
+        raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
+
+
+def _completion_frames(completion: Completion, body: Mapping[str, Any]) -> list[bytes]:
+    options = body.get("stream_options")
+    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+    chunks = completion_chunks(completion.body, include_usage=include_usage)
+    return [*(json_frame(c) for c in chunks), DONE_FRAME]
+
+
+async def _stream_when_done(
+    work: Awaitable[PipelineResult], record: RequestRecord, body: Mapping[str, Any], keepalive: float
+) -> AsyncIterator[bytes]:
+    """Keep-alive comments until the pipeline is done, then its completion as chunks, then `[DONE]`."""
+    task = asyncio.ensure_future(work)
+    ended = False
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=keepalive)
+            if not task.done():
+                yield comment_frame()
+        try:
+            result = task.result()
+        except UpstreamFailure as error:
+            proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
+            record.error = proxy_error.code
+            yield json_frame(proxy_error.envelope())
+            yield DONE_FRAME
+            ended = True
+            return
+        record.strategy = result.applied
+        assert isinstance(result.outcome, Completion)
+        for frame in _completion_frames(result.outcome, body):
+            yield frame
+        ended = True
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(task, return_exceptions=True)
+        if not ended:
+            record.finish(CLIENT_CLOSED_REQUEST)
 
 
 async def _relay(stream: CompletionStream, record: RequestRecord, usage: StreamUsage) -> AsyncIterator[bytes]:

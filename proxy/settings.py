@@ -56,6 +56,18 @@ class Settings(BaseSettings):
         description='Highest value a request may ask for, per "strategy.parameter" (e.g. {"medoid.k": 5}); '
         "replaces the built-in cap of that parameter.",
     )
+    embedding_device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where the embedder runs; auto: CUDA when torch sees a GPU, else CPU."
+    )
+    embedding_cache_size: int = Field(
+        20_000, ge=0, description="Document embeddings kept in memory (LRU by content hash); 384 floats each."
+    )
+    stream_keepalive: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds between SSE comments sent while a strategy that cannot stream (medoid) works, "
+        "so clients and load balancers do not time the stream out.",
+    )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="Log line format; auto is readable on a terminal and JSON otherwise."
     )

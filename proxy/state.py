@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ from litestar import Request
 from proxy.errors import InvalidStrategy
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
-from strategies import Pipeline, StrategyRegistry, StrategySelectionError, TiktokenTokenizer, Tokenizer, parse_selection
+from strategies import Pipeline, Services, StrategyRegistry, StrategySelectionError, Tokenizer, parse_selection
 
 STRATEGY_HEADER = "X-Context-Strategy"
 STRATEGY_FIELD = "context_strategy"
@@ -24,8 +25,15 @@ class ProxyState:
     upstream: UpstreamClient
     default_pipelines: dict[str, Pipeline] = field(default_factory=dict)
     """`settings.default_strategies`, resolved once at start-up so a bad one fails there, not per request."""
-    tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
+    services: Services = field(default_factory=Services)
+    embedder_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the embedder is loaded; strategies that need it wait for it."""
+    startup_error: str | None = None
     shutting_down: bool = False
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.services.tokenizer
 
     def resolve(self, text: str, param: str) -> Pipeline:
         """The pipeline a selection asks for.

@@ -16,7 +16,10 @@ from strategies.tokens import Tokenizer
 class StreamUsage:
     """Watches a relayed stream's chunks; `missing_chunk` is the usage chunk to add, if one is owed."""
 
-    def __init__(self, body: Mapping[str, Any], tokenizer: Tokenizer) -> None:
+    def __init__(
+        self, body: Mapping[str, Any], tokenizer: Tokenizer, prior_usage: Mapping[str, int] | None = None
+    ) -> None:
+        self._prior = dict(prior_usage or {})
         options = body.get("stream_options")
         self.wanted = isinstance(options, Mapping) and options.get("include_usage") is True
         self._messages = body.get("messages", [])
@@ -47,8 +50,8 @@ class StreamUsage:
         """The usage chunk the client asked for and the upstream did not send, else None."""
         if not self.wanted or self._seen:
             return None
-        prompt = self._tokenizer.count(_prompt_text(self._messages))
-        completion = self._tokenizer.count("".join(self._text))
+        prompt = self._tokenizer.count(_prompt_text(self._messages)) + self._prior.get("prompt_tokens", 0)
+        completion = self._tokenizer.count("".join(self._text)) + self._prior.get("completion_tokens", 0)
         return {
             "id": self._last.get("id", "chatcmpl-contextlift"),
             "object": "chat.completion.chunk",

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from proxy.errors import (
     UpstreamError,
@@ -46,6 +48,7 @@ _CONTROL_PREFIX = "x-context-"
 _RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
 _RELAYED_PREFIXES = ("x-ratelimit-",)
 _MAX_ERROR_BODY = 1024 * 1024
+_tracer = trace.get_tracer("contextlift.upstream")
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
 
@@ -188,6 +191,18 @@ class RequestUpstream:
         self.ledger = CallLedger()
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
+        with _tracer.start_as_current_span(_span_name(body), kind=SpanKind.CLIENT) as span:
+            _describe_request(span, body, self._client.base_url, stream=False)
+            try:
+                completion = await self._complete(body)
+            except UpstreamError as error:
+                span.set_status(Status(StatusCode.ERROR, error.code))
+                span.set_attribute("error.type", error.code)
+                raise
+            _describe_response(span, completion.body)
+            return completion
+
+    async def _complete(self, body: Mapping[str, Any]) -> Completion:
         request = self._chat_request(body)
         self.ledger.started()
         try:
@@ -221,6 +236,19 @@ class RequestUpstream:
         return Completion(parsed, relayed_headers(response.headers))
 
     async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
+        span = _tracer.start_span(_span_name(body), kind=SpanKind.CLIENT)
+        _describe_request(span, body, self._client.base_url, stream=True)
+        try:
+            stream = await self._open_stream(body)
+        except UpstreamError as error:
+            span.set_status(Status(StatusCode.ERROR, error.code))
+            span.set_attribute("error.type", error.code)
+            span.end()
+            raise
+        stream.span = span
+        return stream
+
+    async def _open_stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
         request = self._chat_request(body)
         self.ledger.started()
         try:
@@ -257,7 +285,9 @@ class HttpCompletionStream:
         self._response = response
         self._ledger = ledger
         self._closed = False
+        self._usage: Any = None
         self.headers: Mapping[str, str] = relayed_headers(response.headers)
+        self.span: Span | None = None
 
     async def events(self) -> AsyncIterator[str]:
         decoder = SSEDecoder(MAX_EVENT_BYTES)
@@ -290,12 +320,55 @@ class HttpCompletionStream:
             return
         if isinstance(chunk, dict):
             self._ledger.add_usage(chunk.get("usage"))
+            self._usage = chunk.get("usage") or self._usage
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
             await self._response.aclose()
             self._ledger.finished()
+            if self.span is not None:
+                _describe_response(self.span, {"usage": self._usage})
+                self.span.end()
+
+
+def _span_name(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    return f"chat {model}" if isinstance(model, str) else "chat"
+
+
+def _describe_request(span: Span, body: Mapping[str, Any], base_url: str, *, stream: bool) -> None:
+    """GenAI semantic-convention attributes of a call; message content is never recorded."""
+    span.set_attribute("gen_ai.operation.name", "chat")
+    span.set_attribute("gen_ai.system", "openai")
+    if isinstance(body.get("model"), str):
+        span.set_attribute("gen_ai.request.model", body["model"])
+    for field_name, attribute in (("max_tokens", "gen_ai.request.max_tokens"),
+                                  ("temperature", "gen_ai.request.temperature"),
+                                  ("top_p", "gen_ai.request.top_p")):  # fmt: skip
+        if isinstance(body.get(field_name), int | float) and not isinstance(body.get(field_name), bool):
+            span.set_attribute(attribute, body[field_name])
+    url = httpx.URL(base_url)
+    span.set_attribute("server.address", url.host)
+    if url.port:
+        span.set_attribute("server.port", url.port)
+    span.set_attribute("contextlift.stream", stream)
+
+
+def _describe_response(span: Span, body: Mapping[str, Any]) -> None:
+    if isinstance(body.get("model"), str):
+        span.set_attribute("gen_ai.response.model", body["model"])
+    usage = body.get("usage")
+    if isinstance(usage, Mapping):
+        if isinstance(usage.get("prompt_tokens"), int):
+            span.set_attribute("gen_ai.usage.input_tokens", usage["prompt_tokens"])
+        if isinstance(usage.get("completion_tokens"), int):
+            span.set_attribute("gen_ai.usage.output_tokens", usage["completion_tokens"])
+    choices = body.get("choices")
+    if isinstance(choices, list):
+        reasons = [c.get("finish_reason") for c in choices if isinstance(c, Mapping) and c.get("finish_reason")]
+        if reasons:
+            span.set_attribute("gen_ai.response.finish_reasons", reasons)
 
 
 def _error_headers(response: httpx.Response) -> dict[str, str]:

@@ -36,6 +36,7 @@ class Medoid(Executor):
     """Votes among k answers to independently permuted contexts."""
 
     name: ClassVar[str] = "medoid"
+    needs_embedder: ClassVar[bool] = True
     streams_directly: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         Param("k", int, 5, "number of concurrent calls", minimum=1, maximum=9),

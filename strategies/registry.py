@@ -83,6 +83,8 @@ class Strategy(ABC):
     """Whether the strategy does anything for a request without detected documents."""
     streams_directly: ClassVar[bool] = True
     """Whether its last upstream call can stream straight through to the client."""
+    needs_embedder: ClassVar[bool] = False
+    """Whether it uses `Services.embedder` (which then must be loaded before it runs)."""
 
     def max_upstream_calls(self, params: Params) -> int:
         """The most upstream calls this step can make (retries aside); 0 for transforms."""
@@ -145,6 +147,15 @@ class Pipeline:
     @property
     def label(self) -> str:
         return ", ".join(s.label for s in self.steps) or "none"
+
+    @property
+    def needs_embedder(self) -> bool:
+        return any(s.strategy.needs_embedder for s in self.steps)
+
+    @property
+    def streams_directly(self) -> bool:
+        executor = self.executor
+        return executor is None or executor.strategy.streams_directly
 
     def max_upstream_calls(self) -> int:
         """The most upstream calls the pipeline makes for one request, before retries."""

@@ -44,6 +44,7 @@ class Reorder(Transform):
     """Reorders (and with `budget`, trims) the documents by relevance to the question."""
 
     name: ClassVar[str] = "reorder"
+    needs_embedder: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("order", str, "edges-first", "where the most relevant documents go", choices=ORDERS),
         Param("budget", int, None, "drop the least relevant documents until they fit in this many tokens",

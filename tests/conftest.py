@@ -8,7 +8,7 @@ import pytest
 from litestar.testing import TestClient
 
 from proxy import Settings, create_app
-from tests.fakes import FakeUpstream
+from tests.fakes import FakeEmbedder, FakeUpstream
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -28,7 +28,8 @@ def make_client(fake: FakeUpstream) -> Iterator[Any]:
 
     def build(**overrides: Any) -> TestClient[Any]:
         settings = Settings(upstream_url=UPSTREAM, **overrides)
-        client = TestClient(create_app(settings, transport=fake.transport()), raise_server_exceptions=False)
+        app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
+        client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()
         clients.append(client)
         return client

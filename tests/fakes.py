@@ -112,3 +112,25 @@ class FakeUpstream:
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
+
+
+class FakeEmbedder:
+    """A fake embedder: bag of lower-cased words hashed into 64 dimensions, L2-normalised. Texts sharing
+    words are similar, which is all the strategy tests need to know the expected ranking."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Any) -> Any:
+        import re
+        import zlib
+
+        import numpy as np
+
+        self.calls.append(list(texts))
+        rows = np.zeros((len(texts), 64), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                rows[row, zlib.crc32(word.encode()) % 64] += 1.0
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms == 0, 1, norms)

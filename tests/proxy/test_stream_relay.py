@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from proxy import Settings, create_app
 from strategies import TiktokenTokenizer
 from tests.conftest import UPSTREAM, chat
-from tests.fakes import FakeUpstream, chunk, sse_body, sse_response
+from tests.fakes import FakeEmbedder, FakeUpstream, chunk, sse_body, sse_response
 
 EVENTS = [chunk("The"), chunk(" capital"), chunk(" is"), chunk(" Paris."), chunk(finish="stop")]
 
@@ -37,7 +37,7 @@ def test_events_split_at_any_byte_boundary_arrive_whole(cuts: list[int]) -> None
     from litestar.testing import TestClient
 
     fake = FakeUpstream().queue(sse_response(sse_body(EVENTS), split_at=cuts))
-    with TestClient(create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport())) as client:
+    with TestClient(create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())) as client:
         response = client.post("/v1/chat/completions", json=chat(stream=True))
     assert data_lines(response.text) == [*EVENTS, "[DONE]"]
 
