@@ -62,7 +62,7 @@ class Fact(Executor):
                 found += 1
             if not found:
                 break
-        context.note(f"rounds={len(calls)}; facts={len(facts)}")
+        context.note(f"retrievals={len(calls)}; facts={len(facts)}")
         if not facts:
             context.fall_back("no-facts")
             return with_prior_usage(await send_once(request, context.upstream), calls)

@@ -37,7 +37,9 @@ def test_events_split_at_any_byte_boundary_arrive_whole(cuts: list[int]) -> None
     from litestar.testing import TestClient
 
     fake = FakeUpstream().queue(sse_response(sse_body(EVENTS), split_at=cuts))
-    with TestClient(create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())) as client:
+    with TestClient(
+        create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())
+    ) as client:
         response = client.post("/v1/chat/completions", json=chat(stream=True))
     assert data_lines(response.text) == [*EVENTS, "[DONE]"]
 
