@@ -243,12 +243,16 @@ async def healthz() -> dict[str, str]:
 
 @get("/readyz")
 async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
-    """Ready for traffic: not shutting down, and the upstream reachable."""
+    """Ready for traffic: not shutting down, the embedder loaded, and the upstream reachable."""
     state = proxy_state(request)
     reasons = []
     if state.shutting_down:
         reasons.append("shutting down")
-    elif not await state.upstream.reachable():
+    if state.startup_error:
+        reasons.append(state.startup_error)
+    elif not state.embedder_ready.is_set():
+        reasons.append("embedder loading")
+    if not state.shutting_down and not await state.upstream.reachable():
         reasons.append(f"upstream {state.upstream.base_url} unreachable")
     ready = not reasons
     body = {"status": "ready" if ready else "not ready", "upstream": state.upstream.base_url, "reasons": reasons}

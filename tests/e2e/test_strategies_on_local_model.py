@@ -1,0 +1,72 @@
+"""End to end: every strategy and a pipeline on a 10-document Lost in the Middle request, against the real
+SmolLM2 model and the real all-MiniLM-L6-v2 embedder, streamed and not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+FACTS = [
+    ("Quellmoor", "The capital of the kingdom of Zorvath is Quellmoor, a city of blue stone."),
+    ("Brindle", "Brindle is a river town known for its ferries and its autumn fair."),
+    ("Ostmark", "Ostmark exports copper, wool and salted fish to its neighbours."),
+    ("Vellan Sea", "The Vellan Sea freezes over every third winter."),
+    ("Harrowgate", "Harrowgate was founded by weavers who fled the northern wars."),
+    ("Mount Ilse", "Mount Ilse is the tallest peak of the Corran range."),
+    ("Tessaly", "Tessaly's library holds nine thousand handwritten books."),
+    ("Dunmore", "Dunmore's bridge has seven arches of red brick."),
+    ("Caddock", "Caddock is famous for a cheese aged in caves."),
+    ("Loris", "Loris elects its mayor by drawing coloured stones."),
+]
+ORDER = [1, 2, 3, 4, 0, 5, 6, 7, 8, 9]  # the gold document in the middle
+PROMPT = (
+    "Write a high-quality answer for the given question using only the provided search results "
+    "(some of which might be irrelevant).\n\n"
+    + "\n".join(f"Document [{i}](Title: {FACTS[j][0]}) {FACTS[j][1]}" for i, j in enumerate(ORDER, 1))
+    + "\n\nQuestion: what is the capital of the kingdom of Zorvath?\nAnswer:"
+)
+MESSAGES: Any = [{"role": "user", "content": PROMPT}]
+SELECTIONS = [
+    "reorder",
+    "query-aware",
+    "recite",
+    "fact; rounds=2",
+    "medoid; k=3; seed=1",
+    "reorder, query-aware, medoid; k=3",
+]
+
+
+@pytest.fixture
+def sdk(proxy_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300)
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_strategy_returns_a_valid_completion(sdk: openai.OpenAI, selection: str) -> None:
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2", messages=MESSAGES, max_tokens=24, temperature=0.7,
+        extra_headers={"X-Context-Strategy": selection},
+    )  # fmt: skip
+    result = raw.parse()
+    assert raw.headers["x-context-documents"] == "10"
+    assert raw.headers["x-context-strategy"].startswith(selection.split(";")[0])
+    assert int(raw.headers["x-context-upstream-calls"]) >= 1
+    assert result.choices[0].message.content is not None
+    assert result.usage is not None
+    assert result.usage.total_tokens > 0
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_strategy_streams_a_valid_completion(sdk: openai.OpenAI, selection: str) -> None:
+    stream = sdk.chat.completions.create(
+        model="smollm2", messages=MESSAGES, max_tokens=24, stream=True, stream_options={"include_usage": True},
+        extra_headers={"X-Context-Strategy": selection},
+    )  # fmt: skip
+    chunks = list(stream)
+    assert any(c.choices and c.choices[0].finish_reason for c in chunks)
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
