@@ -41,8 +41,16 @@ def bundled_model_dir() -> Path:
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 with a bounded LRU cache of embeddings by content hash, and batched encoding."""
 
-    def __init__(self, *, device: str | None = None, cache_size: int = 20_000, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        device: str | None = None,
+        cache_size: int = 20_000,
+        batch_size: int = 64,
+        model_dir: Path | None = None,
+    ) -> None:
         self._device = device
+        self._model_dir = model_dir
         self._cache: OrderedDict[bytes, Vectors] = OrderedDict()
         self._cache_size = cache_size
         self._batch_size = batch_size
@@ -63,7 +71,7 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
 
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._model = SentenceTransformer(str(bundled_model_dir()), device=device)
+        self._model = SentenceTransformer(str(self._model_dir or bundled_model_dir()), device=device)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.load()
