@@ -12,6 +12,7 @@ import anyio
 import httpx
 import structlog
 from litestar import Litestar, MediaType, Request, Response
+from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 
@@ -91,7 +92,7 @@ def create_app(
 
     return Litestar(
         route_handlers=ROUTES,
-        state=_state(state),
+        state=State({"proxy": state}),
         lifespan=[lifespan],
         before_send=[stamp_and_log],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
@@ -112,12 +113,6 @@ async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedde
         return
     state.embedder_ready.set()
     log.info("embedder loaded", device=embedder.device, seconds=round(time.perf_counter() - started, 2))
-
-
-def _state(state: ProxyState) -> Any:
-    from litestar.datastructures import State
-
-    return State({"proxy": state})
 
 
 def _proxy_error(request: Request[Any, Any, Any], error: ProxyError) -> Response[Any]:

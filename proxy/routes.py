@@ -126,9 +126,7 @@ async def _stream_when_done(
         try:
             result = task.result()
         except UpstreamFailure as error:
-            proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
-            record.error = proxy_error.code
-            yield json_frame(proxy_error.envelope())
+            yield _error_frame(error, record)
             yield DONE_FRAME
             ended = True
             return
@@ -158,9 +156,7 @@ async def _relay(stream: CompletionStream, record: RequestRecord, usage: StreamU
             if missing is not None:
                 yield json_frame(missing)
         except UpstreamFailure as error:
-            proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
-            record.error = proxy_error.code
-            yield json_frame(proxy_error.envelope())
+            yield _error_frame(error, record)
         yield DONE_FRAME
         ended = True
     finally:
@@ -168,6 +164,13 @@ async def _relay(stream: CompletionStream, record: RequestRecord, usage: StreamU
             await stream.aclose()
         if not ended:
             record.finish(CLIENT_CLOSED_REQUEST)
+
+
+def _error_frame(error: UpstreamFailure, record: RequestRecord) -> bytes:
+    """The error event that ends a stream whose upstream failed after the response started."""
+    proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
+    record.error = proxy_error.code
+    return json_frame(proxy_error.envelope())
 
 
 async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strategies.request import ChatRequest, Document
 from strategies.upstream import Completion, CompletionStream
+
+if TYPE_CHECKING:
+    from strategies.pipeline import StrategyOutcome
 
 # Fields of the client's body that make no sense for an intermediate, plain-text call.
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",
@@ -114,3 +117,11 @@ class PriorUsageStream:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def with_prior_usage(outcome: StrategyOutcome, calls: list[Completion]) -> StrategyOutcome:
+    """The final outcome, its usage counting the calls made before it."""
+    prior = sum_usage(calls)
+    if isinstance(outcome, Completion):
+        return with_usage(outcome, prior)
+    return PriorUsageStream(outcome, prior)

@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from strategies.evidence import answer_text, intermediate_body, locate, normalize, remove_snippet
+from strategies.evidence import answer_text, intermediate_body, locate, normalize, remove_snippet, with_prior_usage
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import FACT_RETRIEVAL_PROMPT
-from strategies.recite import with_prior_usage
 from strategies.registry import Executor, Param, Params
 from strategies.request import ChatRequest, Document
 from strategies.upstream import Completion

@@ -8,19 +8,16 @@ import re
 from typing import ClassVar
 
 from strategies.evidence import (
-    PriorUsageStream,
     answer_text,
     intermediate_body,
     locate,
     normalize,
-    sum_usage,
-    with_usage,
+    with_prior_usage,
 )
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import RECITE_PROMPT
 from strategies.registry import Executor, Param, Params
 from strategies.request import ChatRequest, Document
-from strategies.upstream import Completion
 
 _NUMBERED_LINE = re.compile(
     r"^\s*(?:[-*•]\s*)?(?:document|doc)?\s*\[?(?P<number>\d+)\]?\s*[:.)\-]\s*(?P<text>.*)$", re.IGNORECASE
@@ -54,14 +51,6 @@ def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
         if index is not None:
             pieces.setdefault(index, []).append(text.strip(" \"'“”"))
     return [Document(text=" ".join(dict.fromkeys(pieces[i])), title=documents[i].title) for i in sorted(pieces)]
-
-
-def with_prior_usage(outcome: StrategyOutcome, calls: list[Completion]) -> StrategyOutcome:
-    """The final outcome, its usage counting the calls made before it."""
-    prior = sum_usage(calls)
-    if isinstance(outcome, Completion):
-        return with_usage(outcome, prior)
-    return PriorUsageStream(outcome, prior)
 
 
 class Recite(Executor):
