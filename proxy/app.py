@@ -25,6 +25,7 @@ from proxy.errors import (
     UpstreamStatusError,
 )
 from proxy.request_log import record_of, stamp_and_log
+from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
 from proxy.state import ProxyState
@@ -62,6 +63,11 @@ def create_app(
         timeout=settings.upstream_timeout,
         connect_timeout=settings.upstream_connect_timeout,
         max_connections=settings.upstream_max_connections,
+        retry=RetryPolicy(
+            max_retries=settings.max_retries,
+            backoff=settings.retry_backoff,
+            max_retry_after=settings.retry_max_wait,
+        ),
         transport=transport,
     )
     real_embedder = None

@@ -16,6 +16,7 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
     └── UpstreamError (also strategies.UpstreamFailure)
         ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
+        │   └── UpstreamConnectionLost  502 ... / upstream_connection_lost
         ├── UpstreamTimeout          504 upstream_error / upstream_timeout
         └── UpstreamStatusError      the upstream's own status and body, relayed as they came
 
@@ -113,7 +114,15 @@ class UpstreamUnreachable(UpstreamError):
 
 
 class UpstreamProtocolError(UpstreamError):
+    """The upstream answered something that is not a valid response."""
+
     code = "upstream_protocol_error"
+
+
+class UpstreamConnectionLost(UpstreamProtocolError):
+    """The connection broke (reset, closed early) before or while the upstream answered."""
+
+    code = "upstream_connection_lost"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -71,6 +71,7 @@ class RequestRecord:
             "documents": self.documents,
             "upstream_calls": self.ledger.calls,
             "upstream_failures": self.ledger.failures,
+            "upstream_retries": self.ledger.retries,
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
             "overhead_ms": round(self.overhead_ms(), 1),
         }

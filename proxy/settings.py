@@ -40,6 +40,17 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(
         100, ge=1, description="Size of the upstream connection pool shared by all requests."
     )
+    max_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a failed upstream call (429, 5xx, refused or broken connection)."
+    )
+    retry_backoff: float = Field(
+        0.5, ge=0, description="Seconds before the first retry; doubled each time, jittered, at most 8 s."
+    )
+    retry_max_wait: float = Field(
+        10.0,
+        ge=0,
+        description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
+    )
     max_body_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,

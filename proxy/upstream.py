@@ -10,21 +10,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from proxy.errors import (
+    UpstreamConnectionLost,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.retry import RetryPolicy
 from proxy.sse import DONE, SSEDecoder, SSEProtocolError
 from strategies import Completion
 
@@ -48,6 +50,7 @@ _CONTROL_PREFIX = "x-context-"
 _RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
 _RELAYED_PREFIXES = ("x-ratelimit-",)
 _MAX_ERROR_BODY = 1024 * 1024
+T = TypeVar("T")
 _tracer = trace.get_tracer("contextlift.upstream")
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
@@ -85,7 +88,7 @@ def transport_error(error: httpx.HTTPError, what: str) -> UpstreamError:
         return UpstreamUnreachable(f"upstream unreachable: cannot connect ({type(error).__name__})")
     if isinstance(error, httpx.TimeoutException):
         return UpstreamTimeout(f"upstream timed out {what}")
-    return UpstreamProtocolError(f"upstream connection failed {what} ({type(error).__name__})")
+    return UpstreamConnectionLost(f"upstream connection failed {what} ({type(error).__name__})")
 
 
 class UpstreamClient:
@@ -99,11 +102,13 @@ class UpstreamClient:
         timeout: float,
         connect_timeout: float,
         max_connections: int,
+        retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        self.retry = retry or RetryPolicy()
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=connect_timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
@@ -155,7 +160,9 @@ class CallLedger:
     """Counts of one client request's upstream calls, for its response headers and its log line."""
 
     calls: int = 0
+    """HTTP requests sent upstream, retries included."""
     failures: int = 0
+    retries: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     _in_flight: int = 0
     _busy_since: float = 0.0
@@ -194,7 +201,7 @@ class RequestUpstream:
         with _tracer.start_as_current_span(_span_name(body), kind=SpanKind.CLIENT) as span:
             _describe_request(span, body, self._client.base_url, stream=False)
             try:
-                completion = await self._complete(body)
+                completion = await self._with_retries(lambda: self._complete(body))
             except UpstreamError as error:
                 span.set_status(Status(StatusCode.ERROR, error.code))
                 span.set_attribute("error.type", error.code)
@@ -239,7 +246,7 @@ class RequestUpstream:
         span = _tracer.start_span(_span_name(body), kind=SpanKind.CLIENT)
         _describe_request(span, body, self._client.base_url, stream=True)
         try:
-            stream = await self._open_stream(body)
+            stream = await self._with_retries(lambda: self._open_stream(body))
         except UpstreamError as error:
             span.set_status(Status(StatusCode.ERROR, error.code))
             span.set_attribute("error.type", error.code)
@@ -271,6 +278,19 @@ class RequestUpstream:
                 self.ledger.finished()
             raise UpstreamStatusError(response.status_code, content, _error_headers(response))
         return HttpCompletionStream(response, self.ledger)
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        retries = 0
+        while True:
+            try:
+                return await attempt()
+            except UpstreamError as error:
+                retries += 1
+                delay = self._client.retry.delay(retries, error)
+                if delay is None:
+                    raise
+                self.ledger.retries += 1
+                await asyncio.sleep(delay)
 
     def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

@@ -27,7 +27,7 @@ def make_client(fake: FakeUpstream) -> Iterator[Any]:
     clients: list[TestClient[Any]] = []
 
     def build(**overrides: Any) -> TestClient[Any]:
-        settings = Settings(upstream_url=UPSTREAM, **overrides)
+        settings = Settings(**{"upstream_url": UPSTREAM, "retry_backoff": 0.0, **overrides})
         app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
         client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()

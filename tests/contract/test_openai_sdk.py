@@ -19,7 +19,9 @@ MESSAGES: Any = [{"role": "user", "content": "What is the capital of France?"}]
 
 @pytest.fixture
 def sdk(fake: FakeUpstream) -> Iterator[openai.OpenAI]:
-    app = create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())
+    app = create_app(
+        Settings(upstream_url=UPSTREAM, max_retries=0), transport=fake.transport(), embedder=FakeEmbedder()
+    )
     with TestClient(app) as http:
         yield openai.OpenAI(
             base_url="http://testserver.local/v1", api_key="client-key", http_client=http, max_retries=0
@@ -28,7 +30,9 @@ def sdk(fake: FakeUpstream) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture
 async def async_sdk(fake: FakeUpstream) -> AsyncIterator[openai.AsyncOpenAI]:
-    app = create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())
+    app = create_app(
+        Settings(upstream_url=UPSTREAM, max_retries=0), transport=fake.transport(), embedder=FakeEmbedder()
+    )
     async with AsyncTestClient(app) as http:
         yield openai.AsyncOpenAI(
             base_url="http://testserver.local/v1", api_key="client-key", http_client=http, max_retries=0

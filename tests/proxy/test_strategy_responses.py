@@ -79,7 +79,8 @@ def test_streamed_medoid_sends_keepalives_then_chunks_usage_and_done(make_client
     assert all(f.startswith(("data: ", ": keep-alive")) for f in frames)
 
 
-def test_streamed_medoid_whose_calls_all_fail_ends_with_an_error_event(client: Any, fake: FakeUpstream) -> None:
+def test_streamed_medoid_whose_calls_all_fail_ends_with_an_error_event(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(max_retries=0)
     fake.queue(httpx.ConnectError("down"), httpx.ConnectError("down"))
     body = {**BODY, "stream": True}
     response = client.post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": "medoid; k=2"})

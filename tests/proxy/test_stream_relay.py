@@ -56,7 +56,7 @@ def test_failure_mid_stream_becomes_an_error_event_then_done(client: Any, fake: 
     response = client.post("/v1/chat/completions", json=chat(stream=True))
     lines = data_lines(response.text)
     assert lines[:2] == EVENTS[:2]
-    assert json.loads(lines[2])["error"]["code"] == "upstream_protocol_error"
+    assert json.loads(lines[2])["error"]["code"] == "upstream_connection_lost"
     assert lines[3:] == ["[DONE]"]
 
 

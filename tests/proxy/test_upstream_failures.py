@@ -11,10 +11,12 @@ from tests.conftest import chat
 from tests.fakes import FakeUpstream
 
 
-def test_connection_refused_is_502(client: Any, fake: FakeUpstream) -> None:
-    fake.queue(httpx.ConnectError("refused by fake"))
+def test_connection_refused_is_502_after_bounded_retries(client: Any, fake: FakeUpstream) -> None:
+    fake.queue(*[httpx.ConnectError("refused by fake")] * 3)
     response = client.post("/v1/chat/completions", json=chat())
     assert response.status_code == 502
+    assert len(fake.requests) == 3
+    assert response.headers["x-context-upstream-calls"] == "3"
     assert response.json()["error"]["code"] == "upstream_unreachable"
     assert response.json()["error"]["type"] == "upstream_error"
 
@@ -44,13 +46,13 @@ def test_upstream_error_status_body_and_retry_headers_pass_through(client: Any, 
         httpx.Response(
             429,
             json=error,
-            headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0", "x-request-id": "up-1"},
+            headers={"retry-after": "60", "x-ratelimit-remaining-requests": "0", "x-request-id": "up-1"},
         )
     )
     response = client.post("/v1/chat/completions", json=chat())
     assert response.status_code == 429
     assert response.json() == error
-    assert response.headers["retry-after"] == "7"
+    assert response.headers["retry-after"] == "60"
     assert response.headers["x-ratelimit-remaining-requests"] == "0"
     assert response.headers["x-upstream-request-id"] == "up-1"
     assert response.headers["x-context-upstream-calls"] == "1"
@@ -67,6 +69,7 @@ def test_upstream_non_json_completion_is_502(client: Any, fake: FakeUpstream) ->
     fake.queue(httpx.Response(200, content=b"<html>gateway</html>"))
     response = client.post("/v1/chat/completions", json=chat())
     assert response.status_code == 502
+    assert len(fake.requests) == 1
     assert response.json()["error"]["code"] == "upstream_protocol_error"
 
 
