@@ -29,7 +29,7 @@ from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
 from proxy.state import ProxyState
-from proxy.upstream import UpstreamClient
+from proxy.upstream import StreamLimits, UpstreamClient
 from strategies import Embedder, SentenceTransformerEmbedder, Services, StrategyRegistry, build_registry
 
 log = structlog.get_logger("contextlift")
@@ -67,6 +67,11 @@ def create_app(
             max_retries=settings.max_retries,
             backoff=settings.retry_backoff,
             max_retry_after=settings.retry_max_wait,
+        ),
+        stream_limits=StreamLimits(
+            stall_seconds=settings.upstream_timeout,
+            max_event_bytes=settings.max_event_bytes,
+            max_stream_bytes=settings.max_stream_bytes,
         ),
         transport=transport,
     )

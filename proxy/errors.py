@@ -18,6 +18,7 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
         │   └── UpstreamConnectionLost  502 ... / upstream_connection_lost
         ├── UpstreamTimeout          504 upstream_error / upstream_timeout
+        ├── CallBudgetExhausted      502 upstream_error / call_budget_exhausted
         └── UpstreamStatusError      the upstream's own status and body, relayed as they came
 
 Never classify an error by its message: the class says it all.
@@ -128,6 +129,12 @@ class UpstreamConnectionLost(UpstreamProtocolError):
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
+
+
+class CallBudgetExhausted(UpstreamError):
+    """The request reached the most upstream calls one request may make."""
+
+    code = "call_budget_exhausted"
 
 
 class UpstreamStatusError(UpstreamError):

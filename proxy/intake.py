@@ -90,3 +90,27 @@ def _check_message(message: Any, where: str) -> None:
             raise InvalidMessages(f"'{part_where}' must be an object with a 'type'", param=part_where)
         if part["type"] == "text" and not isinstance(part.get("text"), str):
             raise InvalidMessages(f"'{part_where}.text' must be a string", param=f"{part_where}.text")
+
+
+UPSTREAM_OVERRIDE_FIELDS = ("base_url", "api_base", "upstream_url", "api_key")
+UPSTREAM_OVERRIDE_HEADERS = (
+    "x-upstream-url",
+    "x-base-url",
+    "x-api-base",
+    "x-context-upstream",
+    "x-context-upstream-url",
+)
+
+
+def reject_upstream_overrides(headers: Mapping[str, str], body: Mapping[str, Any]) -> None:
+    """The upstream and its key come from settings only: a request that tries to set them is refused.
+
+    Raises:
+        InvalidRequest: a body field or header names an upstream URL or key.
+    """
+    for name in UPSTREAM_OVERRIDE_FIELDS:
+        if name in body:
+            raise InvalidRequest(f"'{name}' cannot be set by a request; the upstream is configured", param=name)
+    for name in UPSTREAM_OVERRIDE_HEADERS:
+        if name in headers:
+            raise InvalidRequest(f"header {name} is not accepted; the upstream is configured", param=name)

@@ -51,6 +51,7 @@ class RequestRecord:
             "x-context-strategy": self.strategy,
             "x-context-documents": str(self.documents),
             "x-context-upstream-calls": str(max(self.ledger.calls, self.planned_calls or 0)),
+            "x-context-upstream-failures": self.ledger.failures_summary(),
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
         }
 
@@ -70,7 +71,7 @@ class RequestRecord:
             "strategy": self.strategy,
             "documents": self.documents,
             "upstream_calls": self.ledger.calls,
-            "upstream_failures": self.ledger.failures,
+            "upstream_failures": self.ledger.failures_summary(),
             "upstream_retries": self.ledger.retries,
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
             "overhead_ms": round(self.overhead_ms(), 1),

@@ -15,7 +15,7 @@ from litestar.response import Stream
 
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import InvalidDocuments, NotReady, ProxyError, UpstreamError
-from proxy.intake import check_chat_body, parse_json_object, read_limited, require_json
+from proxy.intake import check_chat_body, parse_json_object, read_limited, reject_upstream_overrides, require_json
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import ProxyState, proxy_state
@@ -52,6 +52,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         await read_limited(request.stream(), request.headers.get("content-length"), state.settings.max_body_bytes)
     )
     check_chat_body(body)
+    reject_upstream_overrides(request.headers, body)
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     pipeline = state.select_pipeline(request.headers, body)
     try:
@@ -62,7 +63,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.strategy = pipeline.label
     if pipeline.needs_embedder:
         await _embedder_ready(state)
-    upstream = state.upstream.for_request(request.headers)
+    upstream = state.upstream.for_request(request.headers, state.settings.max_upstream_calls)
     record.ledger = upstream.ledger
     work = run_pipeline(pipeline, chat, upstream, state.services)
     if chat.stream and chat.documents and not pipeline.streams_directly:
@@ -220,7 +221,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
     try:
         response = await state.upstream.send(upstream_request)
     except UpstreamError as error:
-        record.ledger.failures += 1
+        record.ledger.failed(error)
         record.ledger.finished()
         record.error = error.code
         raise

@@ -51,6 +51,18 @@ class Settings(BaseSettings):
         ge=0,
         description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
     )
+    max_event_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest single upstream SSE event; a larger one ends the stream."
+    )
+    max_stream_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Most bytes relayed from one upstream stream; then it is cut off."
+    )
+    max_upstream_calls: int = Field(
+        30,
+        ge=1,
+        description="Most upstream calls (retries included) one request may cause. A selection that could "
+        "exceed it (calls of its executor x (1 + max_retries)) is refused with 400 before any call.",
+    )
     max_body_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,

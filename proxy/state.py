@@ -42,9 +42,17 @@ class ProxyState:
             InvalidStrategy: the selection is malformed or not allowed; `param` names where it came from.
         """
         try:
-            return self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
+            pipeline = self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
         except StrategySelectionError as error:
             raise InvalidStrategy(str(error), param=param) from None
+        worst = pipeline.max_upstream_calls() * (1 + self.settings.max_retries)
+        if worst > self.settings.max_upstream_calls:
+            raise InvalidStrategy(
+                f"'{pipeline.label}' could make {worst} upstream calls with retries, over the limit of "
+                f"{self.settings.max_upstream_calls}",
+                param=param,
+            )
+        return pipeline
 
     def select_pipeline(self, headers: Mapping[str, str], body: dict[str, Any]) -> Pipeline:
         """The pipeline for a request: its header, else its body field, else the model's default.

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from proxy.errors import (
+    CallBudgetExhausted,
     UpstreamConnectionLost,
     UpstreamError,
     UpstreamProtocolError,
@@ -52,8 +53,6 @@ _RELAYED_PREFIXES = ("x-ratelimit-",)
 _MAX_ERROR_BODY = 1024 * 1024
 T = TypeVar("T")
 _tracer = trace.get_tracer("contextlift.upstream")
-MAX_EVENT_BYTES = 4 * 1024 * 1024
-"""A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
 
 
 def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[str, str]:
@@ -91,6 +90,18 @@ def transport_error(error: httpx.HTTPError, what: str) -> UpstreamError:
     return UpstreamConnectionLost(f"upstream connection failed {what} ({type(error).__name__})")
 
 
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """Bounds on one upstream stream, so a stalled, endless or bloated one cannot hold a request forever."""
+
+    stall_seconds: float
+    """Longest silence between two chunks."""
+    max_event_bytes: int = 4 * 1024 * 1024
+    """A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
+    max_stream_bytes: int = 64 * 1024 * 1024
+    """About 10 million tokens of chunks: far past any real completion, short of exhausting memory."""
+
+
 class UpstreamClient:
     """The shared connection pool to the configured upstream."""
 
@@ -103,12 +114,14 @@ class UpstreamClient:
         connect_timeout: float,
         max_connections: int,
         retry: RetryPolicy | None = None,
+        stream_limits: StreamLimits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=connect_timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
@@ -120,9 +133,10 @@ class UpstreamClient:
         """Absolute upstream URL of a path below the base URL (`chat/completions`, `models` ...)."""
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    def for_request(self, inbound_headers: Mapping[str, str]) -> RequestUpstream:
-        """A view of the upstream for one client request, carrying that client's forwarded headers."""
-        return RequestUpstream(self, forwarded_headers(inbound_headers, self.api_key))
+    def for_request(self, inbound_headers: Mapping[str, str], budget: int = 1_000) -> RequestUpstream:
+        """A view of the upstream for one client request, carrying that client's forwarded headers and
+        allowed at most `budget` upstream calls."""
+        return RequestUpstream(self, forwarded_headers(inbound_headers, self.api_key), budget)
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         """Send a prepared request, streaming the response; the caller closes it."""
@@ -161,7 +175,7 @@ class CallLedger:
 
     calls: int = 0
     """HTTP requests sent upstream, retries included."""
-    failures: int = 0
+    failure_codes: list[str] = field(default_factory=list)
     retries: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     _in_flight: int = 0
@@ -180,6 +194,21 @@ class CallLedger:
         if self._in_flight == 0:
             self.busy_seconds += time.perf_counter() - self._busy_since
 
+    @property
+    def failures(self) -> int:
+        return len(self.failure_codes)
+
+    def failed(self, error: UpstreamError) -> None:
+        code = f"status_{error.upstream_status}" if isinstance(error, UpstreamStatusError) else error.code
+        self.failure_codes.append(code)
+
+    def failures_summary(self) -> str:
+        """`status_503=2, upstream_timeout=1`, or `none`."""
+        counts: dict[str, int] = {}
+        for code in self.failure_codes:
+            counts[code] = counts.get(code, 0) + 1
+        return ", ".join(f"{code}={count}" for code, count in counts.items()) or "none"
+
     def add_usage(self, usage: Any) -> None:
         if not isinstance(usage, Mapping):
             return
@@ -192,9 +221,10 @@ class CallLedger:
 class RequestUpstream:
     """`strategies.Upstream` for one client request: its headers, its ledger."""
 
-    def __init__(self, client: UpstreamClient, headers: dict[str, str]) -> None:
+    def __init__(self, client: UpstreamClient, headers: dict[str, str], budget: int) -> None:
         self._client = client
         self._headers = headers
+        self._budget = budget
         self.ledger = CallLedger()
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
@@ -220,19 +250,15 @@ class RequestUpstream:
                 finally:
                     await response.aclose()
         except TimeoutError:
-            self.ledger.failures += 1
             raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
         except UpstreamError:
-            self.ledger.failures += 1
             raise
         except httpx.HTTPError as error:
-            self.ledger.failures += 1
             raise transport_error(error, "while answering") from None
         finally:
             self.ledger.finished()
         if response.status_code >= 300:
-            self.ledger.failures += 1
-            raise UpstreamStatusError(response.status_code, content, _error_headers(response))
+            raise UpstreamStatusError(response.status_code, self._without_key(content), _error_headers(response))
         try:
             parsed = json.loads(content)
         except ValueError:
@@ -262,11 +288,9 @@ class RequestUpstream:
             async with asyncio.timeout(self._client.timeout):
                 response = await self._client.send(request)
         except TimeoutError:
-            self.ledger.failures += 1
             self.ledger.finished()
             raise UpstreamTimeout(f"upstream did not start its stream within {self._client.timeout:g} s") from None
         except UpstreamError:
-            self.ledger.failures += 1
             self.ledger.finished()
             raise
         if response.status_code >= 300:
@@ -274,23 +298,32 @@ class RequestUpstream:
                 content = await _bounded_read(response)
             finally:
                 await response.aclose()
-                self.ledger.failures += 1
                 self.ledger.finished()
-            raise UpstreamStatusError(response.status_code, content, _error_headers(response))
-        return HttpCompletionStream(response, self.ledger)
+            raise UpstreamStatusError(response.status_code, self._without_key(content), _error_headers(response))
+        return HttpCompletionStream(response, self.ledger, self._client.stream_limits)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         retries = 0
         while True:
+            if self.ledger.calls >= self._budget:
+                raise CallBudgetExhausted(
+                    f"this request reached its limit of {self._budget} upstream calls (max_upstream_calls)"
+                )
             try:
                 return await attempt()
             except UpstreamError as error:
+                self.ledger.failed(error)
                 retries += 1
                 delay = self._client.retry.delay(retries, error)
                 if delay is None:
                     raise
                 self.ledger.retries += 1
                 await asyncio.sleep(delay)
+
+    def _without_key(self, content: bytes) -> bytes:
+        """An upstream error body with the key we sent blanked out: upstreams echo rejected keys."""
+        _, _, key = self._headers.get("authorization", "").partition(" ")
+        return content.replace(key.encode(), b"[redacted]") if len(key) >= 8 else content
 
     def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -301,18 +334,35 @@ class RequestUpstream:
 class HttpCompletionStream:
     """An upstream SSE response, decoded event by event."""
 
-    def __init__(self, response: httpx.Response, ledger: CallLedger) -> None:
+    def __init__(self, response: httpx.Response, ledger: CallLedger, limits: StreamLimits) -> None:
         self._response = response
         self._ledger = ledger
+        self._limits = limits
         self._closed = False
         self._usage: Any = None
         self.headers: Mapping[str, str] = relayed_headers(response.headers)
         self.span: Span | None = None
 
     async def events(self) -> AsyncIterator[str]:
-        decoder = SSEDecoder(MAX_EVENT_BYTES)
+        decoder = SSEDecoder(self._limits.max_event_bytes)
+        chunks = aiter(self._response.aiter_bytes())
+        received = 0
         try:
-            async for chunk in self._response.aiter_bytes():
+            while True:
+                try:
+                    async with asyncio.timeout(self._limits.stall_seconds):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise UpstreamTimeout(
+                        f"upstream stream stalled: nothing for {self._limits.stall_seconds:g} s"
+                    ) from None
+                received += len(chunk)
+                if received > self._limits.max_stream_bytes:
+                    raise UpstreamProtocolError(
+                        f"upstream stream longer than the limit of {self._limits.max_stream_bytes} bytes"
+                    )
                 for event in decoder.feed(chunk):
                     if event.data == DONE:
                         return

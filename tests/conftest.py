@@ -6,6 +6,10 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream
@@ -14,6 +18,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 UPSTREAM = "http://upstream.test/v1"
+
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture
+def span_exporter() -> InMemorySpanExporter:
+    """Spans finished during the test. The provider is global and can be set once per process: set it here."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        trace.set_tracer_provider(provider)
+    _EXPORTER.clear()
+    return _EXPORTER
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
@@ -70,12 +71,23 @@ def test_configured_key_replaces_the_client_authorization(make_client: Any, fake
 
 
 def test_upstream_url_comes_from_settings_only(client: Any, fake: FakeUpstream) -> None:
-    client.post(
-        "/v1/chat/completions",
-        json=chat(base_url="http://evil.test/v1"),
-        headers={"Host": "evil.test", "X-Forwarded-Host": "evil.test"},
-    )
+    client.post("/v1/chat/completions", json=chat(), headers={"Host": "evil.test", "X-Forwarded-Host": "evil.test"})
     assert fake.requests[0].url == httpx.URL("http://upstream.test/v1/chat/completions")
+
+
+@pytest.mark.parametrize("field", ["base_url", "api_base", "upstream_url", "api_key"])
+def test_a_body_field_setting_the_upstream_is_rejected(client: Any, fake: FakeUpstream, field: str) -> None:
+    response = client.post("/v1/chat/completions", json=chat(**{field: "http://evil.test/v1"}))
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == field
+    assert fake.requests == []
+
+
+def test_a_header_setting_the_upstream_is_rejected(client: Any, fake: FakeUpstream) -> None:
+    response = client.post("/v1/chat/completions", json=chat(), headers={"X-Upstream-Url": "http://evil.test/v1"})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "x-upstream-url"
+    assert fake.requests == []
 
 
 def test_documents_field_is_rendered_in_the_lost_in_the_middle_format(client: Any, fake: FakeUpstream) -> None:

@@ -8,10 +8,7 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from proxy import Settings, create_app
@@ -23,14 +20,6 @@ BODY: dict[str, Any] = {
     "model": "fake-model",
     "messages": [{"role": "user", "content": f"{DOCS}\n\nQuestion: which fact?\nAnswer:"}],
 }
-EXPORTER = InMemorySpanExporter()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tracing() -> None:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    trace.set_tracer_provider(provider)
 
 
 def test_medoid_headers_count_every_call_and_sum_usage(client: Any, fake: FakeUpstream) -> None:
@@ -89,10 +78,9 @@ def test_streamed_medoid_whose_calls_all_fail_ends_with_an_error_event(make_clie
     assert frames[-1] == "data: [DONE]"
 
 
-def test_spans_per_step_and_per_upstream_call_without_content(client: Any) -> None:
-    EXPORTER.clear()
+def test_spans_per_step_and_per_upstream_call_without_content(client: Any, span_exporter: InMemorySpanExporter) -> None:
     client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "reorder, medoid; k=2"})
-    spans = EXPORTER.get_finished_spans()
+    spans = span_exporter.get_finished_spans()
     names = [s.name for s in spans]
     assert names.count("chat fake-model") == 2
     assert "strategy reorder" in names
