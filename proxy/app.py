@@ -14,8 +14,10 @@ import structlog
 from litestar import Litestar, MediaType, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 
+from proxy.admission import Admission, AdmissionMiddleware
 from proxy.errors import (
     InvalidRequest,
     MethodNotAllowed,
@@ -101,8 +103,11 @@ def create_app(
                 loading.cancel()
             await upstream.aclose()
 
+    admission = Admission(max_in_flight=settings.max_in_flight)
+    state.admission = admission
     return Litestar(
         route_handlers=ROUTES,
+        middleware=[DefineMiddleware(AdmissionMiddleware, admission=admission)],
         state=State({"proxy": state}),
         lifespan=[lifespan],
         before_send=[stamp_and_log],

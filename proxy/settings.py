@@ -63,6 +63,18 @@ class Settings(BaseSettings):
         description="Most upstream calls (retries included) one request may cause. A selection that could "
         "exceed it (calls of its executor x (1 + max_retries)) is refused with 400 before any call.",
     )
+    max_in_flight: int = Field(
+        256,
+        ge=1,
+        description="Requests handled at once by this process; more get 503 with Retry-After at once. Each "
+        "holds upstream connections, so keep it near the upstream's own concurrency.",
+    )
+    shutdown_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds in-flight requests and streams get to finish after SIGTERM; streams still open "
+        "then end with an error event.",
+    )
     max_body_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,

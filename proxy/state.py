@@ -9,6 +9,7 @@ from typing import Any
 
 from litestar import Request
 
+from proxy.admission import Admission
 from proxy.errors import InvalidStrategy
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
@@ -28,6 +29,7 @@ class ProxyState:
     services: Services = field(default_factory=Services)
     embedder_ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the embedder is loaded; strategies that need it wait for it."""
+    admission: Admission | None = None
     startup_error: str | None = None
     shutting_down: bool = False
 
