@@ -8,14 +8,17 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import structlog
+import uvicorn
 from pydantic import ValidationError
 
 from proxy.local_model import LocalModel, LocalModelError
 from proxy.logs import configure_logging
 from proxy.settings import Settings, SettingsError, load_settings
+from proxy.state import ProxyState
 
 log = structlog.get_logger("contextlift")
 
@@ -61,15 +64,45 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(settings: Settings) -> int:
-    import uvicorn
-
     from proxy.app import create_app
 
     with _upstream(settings) as upstream_url:
         app = create_app(settings.model_copy(update={"upstream_url": upstream_url}))
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=int(settings.shutdown_grace) or None,
+        )
         log.info("listening", url=f"http://{settings.host}:{settings.port}/v1")
-        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+        _DrainingServer(config, app.state["proxy"], settings.shutdown_grace).run()
     return 0
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, telling the app at SIGTERM/SIGINT that it is draining: readiness turns 503 and new requests
+    on open connections are refused, while requests in flight get the grace period to finish."""
+
+    def __init__(self, config: uvicorn.Config, state: ProxyState, grace: float) -> None:
+        super().__init__(config)
+        self._state = state
+        self._grace = grace
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the signal once it has shut down, killing the process before `serve` can stop
+        # the embedded model; the drain is complete by then, so exit normally instead.
+        with super().capture_signals():
+            yield
+            getattr(self, "_captured_signals", []).clear()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._state.shutting_down:
+            log.info("shutting down", grace_seconds=self._grace)
+            self._state.begin_shutdown(self._grace)
+        super().handle_exit(sig, frame)
 
 
 @contextlib.contextmanager

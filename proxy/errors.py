@@ -13,6 +13,7 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
     ├── PayloadTooLarge              413 invalid_request_error / payload_too_large
     ├── UnsupportedMediaType         415 invalid_request_error / unsupported_media_type
     ├── NotReady                     503 server_error / not_ready
+    │   └── ShuttingDown             503 server_error / shutting_down
     └── UpstreamError (also strategies.UpstreamFailure)
         ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
@@ -100,6 +101,12 @@ class NotReady(ProxyError):
     status = 503
     type = "server_error"
     code = "not_ready"
+
+
+class ShuttingDown(NotReady):
+    """The proxy is stopping; its grace period ran out before this response was complete."""
+
+    code = "shutting_down"
 
 
 class UpstreamError(UpstreamFailure, ProxyError):

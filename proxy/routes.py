@@ -14,7 +14,7 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from proxy.completion_chunks import completion_chunks
-from proxy.errors import InvalidDocuments, NotReady, ProxyError, UpstreamError
+from proxy.errors import InvalidDocuments, NotReady, ProxyError, ShuttingDown, UpstreamError
 from proxy.intake import check_chat_body, parse_json_object, read_limited, reject_upstream_overrides, require_json
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
@@ -90,7 +90,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         return Stream(frames, media_type="text/event-stream", headers={**outcome.headers, **_STREAM_HEADERS})
     usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
     return Stream(
-        _relay(outcome, record, usage),
+        _relay(outcome, record, usage, state),
         media_type="text/event-stream",
         headers={**outcome.headers, **_STREAM_HEADERS},
     )
@@ -145,17 +145,24 @@ async def _stream_when_done(
             record.finish(CLIENT_CLOSED_REQUEST)
 
 
-async def _relay(stream: CompletionStream, record: RequestRecord, usage: StreamUsage) -> AsyncIterator[bytes]:
+async def _relay(
+    stream: CompletionStream, record: RequestRecord, usage: StreamUsage, state: ProxyState
+) -> AsyncIterator[bytes]:
     """The upstream's events re-framed one by one, then `[DONE]`; a failure mid-way becomes an error event."""
     ended = False
     try:
         try:
             async for data in stream.events():
+                if state.draining_expired():
+                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
                 usage.observe(data)
                 yield data_frame(data)
             missing = usage.missing_chunk()
             if missing is not None:
                 yield json_frame(missing)
+        except ShuttingDown as error:
+            record.error = error.code
+            yield json_frame(error.envelope())
         except UpstreamFailure as error:
             yield _error_frame(error, record)
         yield DONE_FRAME

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,17 @@ class ProxyState:
     admission: Admission | None = None
     startup_error: str | None = None
     shutting_down: bool = False
+    drain_deadline: float | None = None
+    """Monotonic time after which open streams end with an error event rather than be cut off."""
+
+    def begin_shutdown(self, grace: float) -> None:
+        """Refuse new work from now on; streams still open at the end of `grace` get an error event."""
+        self.shutting_down = True
+        # Half a second before the server's own cut-off, so the error event still reaches the client.
+        self.drain_deadline = time.monotonic() + max(0.0, grace - 0.5)
+
+    def draining_expired(self) -> bool:
+        return self.drain_deadline is not None and time.monotonic() >= self.drain_deadline
 
     @property
     def tokenizer(self) -> Tokenizer:
