@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -24,14 +25,24 @@ def test_connection_refused_is_502_after_bounded_retries(client: Any, fake: Fake
 def test_upstream_silent_past_deadline_is_504(make_client: Any, fake: FakeUpstream) -> None:
     client = make_client(upstream_timeout=0.2)
 
+    closed: list[bool] = []
+
     async def never(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(30)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            closed.append(True)  # the proxy abandoned the call: its connection is released
+            raise
         raise AssertionError("the proxy should have given up")
 
     fake.queue(never)
+    started = time.monotonic()
     response = client.post("/v1/chat/completions", json=chat())
+    assert time.monotonic() - started < 2
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "upstream_timeout"
+    assert closed == [True]
+    assert len(fake.requests) == 1  # a timeout is not retried: the deadline is spent
 
 
 def test_httpx_read_timeout_is_504(client: Any, fake: FakeUpstream) -> None:
