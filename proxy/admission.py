@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
+from prometheus_client import Gauge
 
 from proxy.errors import ProxyError
 
@@ -32,6 +33,7 @@ class Admission:
     max_header_count: int = 100
     max_header_bytes: int = 32 * 1024
     in_flight: int = 0
+    gauge: Gauge | None = None
 
     def refusal(self, scope: Scope) -> ProxyError | None:
         headers = list(scope.get("headers", []))
@@ -64,10 +66,14 @@ class AdmissionMiddleware:
             await _send_error(send, refusal)
             return
         self.admission.in_flight += 1
+        if self.admission.gauge is not None:
+            self.admission.gauge.inc()
         try:
             await self.app(scope, receive, send)
         finally:
             self.admission.in_flight -= 1
+            if self.admission.gauge is not None:
+                self.admission.gauge.dec()
 
 
 async def _send_error(send: Send, error: ProxyError) -> None:

@@ -81,7 +81,8 @@ def create_app(
     if embedder is None:
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = real_embedder = SentenceTransformerEmbedder(device=device, cache_size=settings.embedding_cache_size)
-    state = ProxyState(settings, registry or build_registry(), upstream, services=Services(embedder=embedder))
+    state = ProxyState(settings, registry or build_registry(), upstream)
+    state.services = Services(embedder=embedder, observe_step=state.metrics.observe_step)
     if real_embedder is None:
         state.embedder_ready.set()
     for model, text in settings.default_strategies.items():
@@ -103,7 +104,9 @@ def create_app(
                 loading.cancel()
             await upstream.aclose()
 
-    admission = Admission(max_in_flight=settings.max_in_flight)
+    admission = Admission(max_in_flight=settings.max_in_flight, gauge=state.metrics.in_flight)
+    if real_embedder is not None:
+        state.metrics.watch_cache(lambda: (real_embedder.hits, real_embedder.misses))
     state.admission = admission
     return Litestar(
         route_handlers=ROUTES,

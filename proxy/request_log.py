@@ -13,6 +13,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
+from proxy.metrics import ProxyMetrics
 from proxy.upstream import CallLedger
 
 CLIENT_CLOSED_REQUEST = 499
@@ -39,7 +40,14 @@ class RequestRecord:
     """Set when headers go out before the calls are made (streamed medoid): the number of calls launched."""
     status: int | None = None
     error: str | None = None
+    first_event_seconds: float | None = None
+    """For streams: time from the request to the first event relayed."""
+    metrics: ProxyMetrics | None = None
     _logged: bool = False
+
+    def first_event(self) -> None:
+        if self.first_event_seconds is None:
+            self.first_event_seconds = time.perf_counter() - self.started
 
     def overhead_ms(self) -> float:
         """Time spent in the proxy itself so far: elapsed time minus time waiting on the upstream."""
@@ -81,6 +89,8 @@ class RequestRecord:
         if self.error:
             fields["error"] = self.error
         log.info("request", **fields)
+        if self.metrics is not None:
+            self.metrics.observe_request(self, time.perf_counter() - self.started)
 
 
 def record_of(scope: Scope) -> RequestRecord:
@@ -92,6 +102,9 @@ def record_of(scope: Scope) -> RequestRecord:
         given = headers.get(b"x-request-id", b"").decode("latin-1").strip()
         request_id = given if given and len(given) <= _MAX_REQUEST_ID and given.isprintable() else uuid.uuid4().hex
         record = RequestRecord(request_id, str(scope.get("method", "")), _route_template(scope))
+        app = scope.get("app")
+        proxy = app.state.get("proxy") if app is not None else None
+        record.metrics = proxy.metrics if proxy is not None else None
         state[_RECORD_KEY] = record
     return record
 

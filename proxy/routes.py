@@ -156,6 +156,7 @@ async def _relay(
                 if state.draining_expired():
                     raise ShuttingDown("the proxy is shutting down; the stream was ended")
                 usage.observe(data)
+                record.first_event()
                 yield data_frame(data)
             missing = usage.missing_chunk()
             if missing is not None:
@@ -246,6 +247,12 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
     return Stream(relay(), status_code=response.status_code, headers=relayed)
 
 
+@get("/metrics", media_type="text/plain; version=0.0.4; charset=utf-8")
+async def metrics(request: Request[Any, Any, Any]) -> bytes:
+    """Prometheus metrics of this process."""
+    return proxy_state(request).metrics.render()
+
+
 @get("/healthz")
 async def healthz() -> dict[str, str]:
     """The process is alive."""
@@ -270,6 +277,6 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response(body, status_code=200 if ready else 503)
 
 
-ROUTES = [chat_completions, list_models, pass_through, healthz, readyz]
+ROUTES = [chat_completions, list_models, pass_through, metrics, healthz, readyz]
 
 __all__ = ["ROUTES"]

@@ -12,6 +12,7 @@ from litestar import Request
 
 from proxy.admission import Admission
 from proxy.errors import InvalidStrategy
+from proxy.metrics import ProxyMetrics
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
 from strategies import Pipeline, Services, StrategyRegistry, StrategySelectionError, Tokenizer, parse_selection
@@ -31,6 +32,7 @@ class ProxyState:
     embedder_ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the embedder is loaded; strategies that need it wait for it."""
     admission: Admission | None = None
+    metrics: ProxyMetrics = field(default_factory=ProxyMetrics)
     startup_error: str | None = None
     shutting_down: bool = False
     drain_deadline: float | None = None

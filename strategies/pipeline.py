@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -29,6 +29,8 @@ class Services:
     tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
     seed: int | None = None
     """Default seed for strategies that draw random permutations; None: a fresh draw per request."""
+    observe_step: Callable[[str, float], None] | None = None
+    """Told each step's strategy name and duration in seconds (the proxy feeds its metrics with it)."""
 
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -87,13 +89,13 @@ async def run_pipeline(
         if step.strategy.needs_documents and not request.documents:
             continue
         context.applied.append(step.label)
-        with _step_span(step, request):
+        with _step_span(step, request, context.services):
             request = await step.strategy.transform(request, step.params, context)
     executor = pipeline.executor
     if executor is not None and (request.documents or not executor.strategy.needs_documents):
         assert isinstance(executor.strategy, Executor)
         context.applied.append(executor.label)
-        with _step_span(executor, request):
+        with _step_span(executor, request, context.services):
             outcome = await executor.strategy.execute(request, executor.params, context)
     else:
         outcome = await send_once(request, upstream)
@@ -101,12 +103,17 @@ async def run_pipeline(
 
 
 @contextmanager
-def _step_span(step: Step, request: ChatRequest) -> Iterator[None]:
+def _step_span(step: Step, request: ChatRequest, services: Services) -> Iterator[None]:
     started = time.perf_counter()
     with _tracer.start_as_current_span(f"strategy {step.strategy.name}") as span:
         span.set_attribute("contextlift.strategy.name", step.strategy.name)
         span.set_attribute("contextlift.strategy.role", step.strategy.role.value)
         span.set_attribute("contextlift.strategy.step", step.label)
         span.set_attribute("contextlift.documents", len(request.documents))
-        yield
-        span.set_attribute("contextlift.strategy.duration_ms", round((time.perf_counter() - started) * 1000, 2))
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - started
+            span.set_attribute("contextlift.strategy.duration_ms", round(seconds * 1000, 2))
+            if services.observe_step is not None:
+                services.observe_step(step.strategy.name, seconds)

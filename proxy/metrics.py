@@ -1,0 +1,102 @@
+"""Prometheus metrics, served at `/metrics`. Prefix `contextlift_`, base units, `_total` counters, and bounded
+labels only: route template, strategy names, status class, upstream model (the first few seen, then
+`other`); never raw paths or anything a client wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from proxy.request_log import RequestRecord
+
+MAX_MODEL_LABELS = 20
+"""Distinct model label values kept; a client that invents model names cannot grow the series without end."""
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class _CacheCollector(Collector):
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        hits, misses = self._counts()
+        yield CounterMetricFamily("contextlift_embedding_cache_hits", "Embeddings served from the cache.", hits)
+        yield CounterMetricFamily("contextlift_embedding_cache_misses", "Embeddings computed.", misses)
+
+
+class ProxyMetrics:
+    """The proxy's metrics, in a registry of their own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._models: set[str] = set()
+        self.requests = Counter(
+            "contextlift_requests", "Requests handled.", ["route", "strategy", "status_class", "model"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.duration = Histogram(
+            "contextlift_request_duration_seconds", "Time from request to the end of the response.",
+            ["route", "strategy"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.first_token = Histogram(
+            "contextlift_time_to_first_token_seconds", "Time from request to the first streamed event.",
+            ["strategy"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.upstream_calls = Counter(
+            "contextlift_upstream_calls", "Upstream HTTP requests by outcome.", ["outcome"], registry=self.registry
+        )
+        self.step_duration = Histogram(
+            "contextlift_strategy_step_duration_seconds", "Time spent in one strategy step, its calls included.",
+            ["strategy"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "contextlift_tokens", "Tokens reported by the upstream.", ["direction", "model"], registry=self.registry
+        )
+        self.in_flight = Gauge("contextlift_requests_in_flight", "Requests being handled.", registry=self.registry)
+
+    def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
+        """Export the embedder's cache hits and misses, read at scrape time."""
+        self.registry.register(_CacheCollector(counts))
+
+    def model_label(self, model: str | None) -> str:
+        if not model:
+            return "none"
+        if model in self._models or len(self._models) < MAX_MODEL_LABELS:
+            self._models.add(model)
+            return model
+        return "other"
+
+    def observe_request(self, record: RequestRecord, seconds: float) -> None:
+        strategy = strategy_label(record.strategy)
+        model = self.model_label(record.model)
+        status_class = f"{(record.status or 0) // 100}xx"
+        self.requests.labels(record.route, strategy, status_class, model).inc()
+        self.duration.labels(record.route, strategy).observe(seconds)
+        if record.first_event_seconds is not None:
+            self.first_token.labels(strategy).observe(record.first_event_seconds)
+        failures = record.ledger.failure_codes
+        if record.ledger.calls > len(failures):
+            self.upstream_calls.labels("ok").inc(record.ledger.calls - len(failures))
+        for code in failures:
+            self.upstream_calls.labels(code).inc()
+        usage = record.ledger.usage
+        if usage.get("prompt_tokens"):
+            self.tokens.labels("in", model).inc(usage["prompt_tokens"])
+        if usage.get("completion_tokens"):
+            self.tokens.labels("out", model).inc(usage["completion_tokens"])
+
+    def observe_step(self, strategy: str, seconds: float) -> None:
+        self.step_duration.labels(strategy).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def strategy_label(applied: str) -> str:
+    """`reorder; order=edges-last, medoid; k=5; failed=1` -> `reorder,medoid`: names only, parameters dropped."""
+    return ",".join(step.split(";", 1)[0].strip() for step in applied.split(",")) or "none"
