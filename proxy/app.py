@@ -31,6 +31,7 @@ from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
 from proxy.state import ProxyState
+from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
 from strategies import Embedder, SentenceTransformerEmbedder, Services, StrategyRegistry, build_registry
 
@@ -110,7 +111,7 @@ def create_app(
     state.admission = admission
     return Litestar(
         route_handlers=ROUTES,
-        middleware=[DefineMiddleware(AdmissionMiddleware, admission=admission)],
+        middleware=[ServerSpanMiddleware, DefineMiddleware(AdmissionMiddleware, admission=admission)],
         state=State({"proxy": state}),
         lifespan=[lifespan],
         before_send=[stamp_and_log],

@@ -19,6 +19,7 @@ from proxy.local_model import LocalModel, LocalModelError
 from proxy.logs import configure_logging
 from proxy.settings import Settings, SettingsError, load_settings
 from proxy.state import ProxyState
+from proxy.telemetry import configure_tracing
 
 log = structlog.get_logger("contextlift")
 
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"contextlift: invalid settings: {error}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format, settings.log_level)
+    if configure_tracing(settings.otel_endpoint, settings.otel_service_name):
+        log.info("exporting traces", endpoint=settings.otel_endpoint)
     try:
         if args.command == "serve":
             return _serve(settings)

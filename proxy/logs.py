@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from proxy.telemetry import add_trace_ids
+
 _SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|token$|password|cookie", re.IGNORECASE)
 _SECRET_TEXT = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+|\bsk-[A-Za-z0-9_\-]{8,}")
 _REDACTED = "[redacted]"
@@ -41,6 +43,7 @@ def configure_logging(log_format: str = "auto", level: str = "info", stream: Tex
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
+        add_trace_ids,
         _redact_event,
     ]
     structlog.configure(

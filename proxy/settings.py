@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 ENV_PREFIX = "CONTEXTLIFT_"
@@ -16,7 +16,7 @@ ENV_PREFIX = "CONTEXTLIFT_"
 class Settings(BaseSettings):
     """contextlift's settings. Every field can be set as `CONTEXTLIFT_<FIELD>` or in the TOML file."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True, populate_by_name=True)
 
     host: str = Field("127.0.0.1", description="Address the proxy listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the proxy listens on.")
@@ -102,6 +102,15 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds between SSE comments sent while a strategy that cannot stream (medoid) works, "
         "so clients and load balancers do not time the stream out.",
+    )
+    otel_endpoint: str | None = Field(
+        None,
+        validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="OTLP/HTTP collector for traces, read from the standard OpenTelemetry variables; unset: "
+        "no traces are exported.",
+    )
+    otel_service_name: str = Field(
+        "contextlift", validation_alias=AliasChoices("OTEL_SERVICE_NAME"), description="service.name of the traces."
     )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="Log line format; auto is readable on a terminal and JSON otherwise."
