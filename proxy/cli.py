@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     local.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
     local.add_argument("--config", type=Path, help="TOML file of settings")
+
+    health = commands.add_parser("healthcheck", help="exit 0 if the proxy's /healthz answers (container probes)")
+    health.add_argument("--url", help="default: http://127.0.0.1:<port>/healthz from the settings")
+    health.add_argument("--config", type=Path, help="TOML file of settings")
     return parser
 
 
@@ -48,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, ValidationError) as error:
         print(f"contextlift: invalid settings: {error}", file=sys.stderr)
         return 2
+    if args.command == "healthcheck":
+        return _healthcheck(args.url or f"http://127.0.0.1:{settings.port}/healthz")
     configure_logging(settings.log_format, settings.log_level)
     if configure_tracing(settings.otel_endpoint, settings.otel_service_name):
         log.info("exporting traces", endpoint=settings.otel_endpoint)
@@ -57,6 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _local_model(settings, args.host, args.port)
     except (LocalModelError, SettingsError) as error:
         log.error("cannot start", error=str(error))
+        return 1
+
+
+def _healthcheck(url: str) -> int:
+    import httpx
+
+    try:
+        return 0 if httpx.get(url, timeout=3).status_code == 200 else 1
+    except httpx.HTTPError as error:
+        print(f"contextlift: {url} unreachable: {error}", file=sys.stderr)
         return 1
 
 

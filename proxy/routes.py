@@ -253,6 +253,16 @@ async def metrics(request: Request[Any, Any, Any]) -> bytes:
     return proxy_state(request).metrics.render()
 
 
+@get("/startupz")
+async def startupz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """Started: everything loaded at start-up (the embedder) is in memory. The upstream is readiness' concern."""
+    state = proxy_state(request)
+    if state.startup_error:
+        return Response({"status": "failed", "reasons": [state.startup_error]}, status_code=503)
+    started = state.embedder_ready.is_set()
+    return Response({"status": "started" if started else "starting"}, status_code=200 if started else 503)
+
+
 @get("/healthz")
 async def healthz() -> dict[str, str]:
     """The process is alive."""
@@ -277,6 +287,6 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response(body, status_code=200 if ready else 503)
 
 
-ROUTES = [chat_completions, list_models, pass_through, metrics, healthz, readyz]
+ROUTES = [chat_completions, list_models, pass_through, metrics, startupz, healthz, readyz]
 
 __all__ = ["ROUTES"]

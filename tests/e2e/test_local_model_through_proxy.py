@@ -70,3 +70,12 @@ def test_legacy_completions_pass_through_to_llama_cpp(proxy_url: str) -> None:
     response = httpx.post(f"{proxy_url}/v1/completions", json={"prompt": "Hello", "max_tokens": 2}, timeout=60)
     assert response.status_code == 200
     assert response.json()["object"] == "text_completion"
+
+
+def test_container_healthcheck_command(proxy_url: str) -> None:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "proxy.cli", "healthcheck", "--url"]
+    assert subprocess.run([*command, f"{proxy_url}/healthz"], check=False).returncode == 0
+    assert subprocess.run([*command, "http://127.0.0.1:9/healthz"], check=False, capture_output=True).returncode == 1

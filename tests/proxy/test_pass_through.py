@@ -46,6 +46,7 @@ def test_pass_through_unreachable_upstream_is_502(client: Any, fake: FakeUpstrea
 
 def test_health_and_readiness(client: Any, fake: FakeUpstream) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/startupz").json() == {"status": "started"}
     fake.queue(httpx.Response(200, json=MODELS))
     ready = client.get("/readyz")
     assert ready.status_code == 200
