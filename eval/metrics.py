@@ -1,0 +1,60 @@
+"""Scoring, as each paper scores.
+
+- `best_subspan_em` (Lost in the Middle, multi-document QA): the prediction cut at its first newline, both
+  sides normalised SQuAD-style (lower case, punctuation and the articles a/an/the removed, whitespace
+  collapsed); 1 if any gold answer is a substring of the prediction.
+- `substring_match` (Lost in the Middle, key-value retrieval): 1 if the value occurs in the output as is.
+- `numeric_match` (Du et al., arithmetic): 1 if the last number in the output equals the gold number.
+- `value_recall` (FACT / RULER multi-value needles): the share of gold values that occur in the output.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def best_subspan_em(prediction: str, gold_answers: Iterable[str]) -> float:
+    """1.0 if a normalised gold answer occurs in the normalised first line of the prediction, else 0.0.
+
+    As the paper's evaluation does, the cut comes first: a prediction that starts with a newline has an empty
+    first line and scores 0.
+    """
+    first_line = normalize_answer(prediction.split("\n")[0].strip())
+    return float(any(normalize_answer(answer) in first_line for answer in gold_answers))
+
+
+def substring_match(prediction: str, value: str) -> float:
+    """1.0 if `value` occurs in the prediction exactly as written."""
+    return float(value in prediction)
+
+
+def numeric_match(prediction: str, gold: float) -> float:
+    """1.0 if the last number in the prediction (thousands separators allowed) equals `gold`."""
+    numbers = _NUMBER.findall(prediction)
+    if not numbers:
+        return 0.0
+    try:
+        return float(abs(float(numbers[-1].replace(",", "")) - gold) < 1e-6)
+    except ValueError:
+        return 0.0
+
+
+def value_recall(prediction: str, gold_values: Sequence[str]) -> float:
+    """The share of gold values that occur in the prediction."""
+    if not gold_values:
+        return 0.0
+    return sum(value in prediction for value in gold_values) / len(gold_values)
