@@ -194,10 +194,6 @@ class CallLedger:
         if self._in_flight == 0:
             self.busy_seconds += time.perf_counter() - self._busy_since
 
-    @property
-    def failures(self) -> int:
-        return len(self.failure_codes)
-
     def failed(self, error: UpstreamError) -> None:
         code = f"status_{error.upstream_status}" if isinstance(error, UpstreamStatusError) else error.code
         self.failure_codes.append(code)
