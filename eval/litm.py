@@ -57,8 +57,9 @@ def load_qa(path: Path) -> list[QAExample]:
         ctxs = row["ctxs"]
         gold = next((c for c in ctxs if c.get("isgold")), ctxs[0])
         distractors = tuple(Passage(c["title"], c["text"]) for c in ctxs if c is not gold)
-        examples.append(QAExample(row["question"], tuple(row["answers"]), Passage(gold["title"], gold["text"]),
-                                  distractors))  # fmt: skip
+        examples.append(
+            QAExample(row["question"], tuple(row["answers"]), Passage(gold["title"], gold["text"]), distractors)
+        )
     return examples
 
 

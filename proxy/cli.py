@@ -1,12 +1,16 @@
-"""`contextlift` command line: `serve` runs the proxy, `local-model` runs the embedded model alone."""
+"""`contextlift` command line: `serve` runs the proxy, `local-model` runs the embedded model alone, `eval`
+replays the benchmarks through a proxy (one started here unless `--proxy`), `eval-merge` joins shards."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import signal
+import socket
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -15,6 +19,7 @@ import structlog
 import uvicorn
 from pydantic import ValidationError
 
+from eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
 from proxy.local_model import LocalModel, LocalModelError
 from proxy.logs import configure_logging
 from proxy.settings import Settings, SettingsError, load_settings
@@ -39,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
     local.add_argument("--config", type=Path, help="TOML file of settings")
 
+    evaluate = commands.add_parser("eval", help="replay the papers' benchmarks through the proxy and report lifts")
+    add_eval_arguments(evaluate)
+    merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
+    add_merge_arguments(merge)
+
     health = commands.add_parser("healthcheck", help="exit 0 if the proxy's /healthz answers (container probes)")
     health.add_argument("--url", help="default: http://127.0.0.1:<port>/healthz from the settings")
     health.add_argument("--config", type=Path, help="TOML file of settings")
@@ -47,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "eval-merge":
+        return _reporting_eval_errors(lambda: run_merge(args))
     try:
         settings = load_settings(args.config, **_overrides(args))
     except (SettingsError, ValidationError) as error:
@@ -58,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if configure_tracing(settings.otel_endpoint, settings.otel_service_name):
         log.info("exporting traces", endpoint=settings.otel_endpoint)
     try:
+        if args.command == "eval":
+            return _eval(args, settings)
         if args.command == "serve":
             return _serve(settings)
         return _local_model(settings, args.host, args.port)
@@ -77,9 +91,64 @@ def _healthcheck(url: str) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    if args.command == "eval":
+        # The proxy started for an eval logs warnings only: the progress bar is the output.
+        return {"upstream_url": args.upstream, "log_level": "warning"}
     if args.command != "serve":
         return {}
     return {"host": args.host, "port": args.port, "upstream_url": args.upstream_url}
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    if args.proxy:
+        return _reporting_eval_errors(lambda: run_eval(args, args.proxy))
+    with _upstream(settings) as upstream_url, _proxy_in_process(settings, upstream_url) as proxy_url:
+        return _reporting_eval_errors(lambda: run_eval(args, proxy_url))
+
+
+def _reporting_eval_errors(run: Callable[[], int]) -> int:
+    try:
+        return run()
+    except EvalError as error:
+        print(f"contextlift eval: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("contextlift eval: interrupted; answers so far are cached, run again to resume", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def _proxy_in_process(settings: Settings, upstream_url: str) -> Iterator[str]:
+    """The proxy on a free loopback port in a thread of this process, ready (embedder loaded) when yielded."""
+    from proxy.app import create_app
+
+    app = create_app(settings.model_copy(update={"upstream_url": upstream_url}))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)
+    thread.start()
+    try:
+        _wait_started(server, thread, f"http://127.0.0.1:{port}/startupz", settings.local_model_startup_timeout)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        listener.close()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread, url: str, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and thread.is_alive():
+        if server.started:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=5).status_code == 200:
+                    return
+        time.sleep(0.2)
+    raise LocalModelError(f"the proxy started for the eval did not become ready within {timeout:.0f} s")
 
 
 def _serve(settings: Settings) -> int:

@@ -41,7 +41,9 @@ class Medoid(Executor):
     params: ClassVar[tuple[Param, ...]] = (
         Param("k", int, 5, "number of concurrent calls", minimum=1, maximum=9),
         Param("seed", int, None, "seed of the permutations, for reproducible runs", minimum=0, maximum=2**63 - 1),
-    )
+        Param("permute", str, "on", "off keeps the documents' order, so only sampling varies (SWiM's control run)",
+              choices=("on", "off")),
+    )  # fmt: skip
 
     def max_upstream_calls(self, params: Params) -> int:
         return int(params["k"])
@@ -52,7 +54,8 @@ class Medoid(Executor):
         documents = list(request.documents)
         bodies = []
         for _ in range(int(params["k"])):
-            permuted = request.with_documents(rng.sample(documents, len(documents))).render()
+            order = rng.sample(documents, len(documents)) if params["permute"] == "on" else documents
+            permuted = request.with_documents(order).render()
             bodies.append({k: v for k, v in permuted.items() if k not in _NOT_PER_CALL})
         results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
         answered = [r for r in results if isinstance(r, Completion)]

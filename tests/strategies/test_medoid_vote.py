@@ -45,6 +45,12 @@ async def test_k_calls_with_independent_permutations_reproducible_by_seed() -> N
     assert all(p.splitlines()[0].startswith("Document [1]") for p in first.prompts)
 
 
+async def test_permute_off_keeps_the_order_so_only_sampling_varies() -> None:
+    upstream = ScriptedUpstream()
+    await run("medoid; k=3; permute=off", upstream)
+    assert orders(upstream) == [[f"fact number {i}" for i in range(1, 8)]] * 3
+
+
 async def test_the_medoid_answer_is_returned_with_usage_of_all_calls() -> None:
     upstream = ScriptedUpstream("Paris is the capital", "Lyon", "the capital is Paris", "Paris capital", "Marseille")
     outcome, applied = await run("medoid; k=5; seed=1", upstream)

@@ -1,0 +1,87 @@
+"""What a benchmark case is, and the grid it is drawn from: sizes, gold positions and samples per task."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One prompt with its gold answers, sent once per strategy.
+
+    `size` and `position` mean what the task says (`TaskInfo`): documents and gold index for Lost in the
+    Middle, a token budget and a depth in percent for the haystack tasks. `position` is None for a baseline
+    or a case whose gold has no single place.
+    """
+
+    task: str
+    variant: str
+    size: int
+    position: int | None
+    sample: int
+    prompt: str
+    gold: tuple[str, ...]
+    metric: str
+    max_tokens: int = 64
+    temperature: float = 0.0
+    strategies: tuple[str, ...] | None = None
+    """The strategies this case runs with; None means every requested one (baselines run with `none` only)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}|{self.variant}|{self.size}|{'-' if self.position is None else self.position}|{self.sample}"
+
+    @property
+    def prompt_hash(self) -> str:
+        return hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """How a task's grid reads in the report."""
+
+    name: str
+    title: str
+    size_unit: str
+    position_unit: str
+    metric: str
+    positional: bool = True
+    """Whether `position` is a gold index (True) or a depth in percent (False)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """The cases to build for one task: every size x position, `samples` times."""
+
+    sizes: tuple[int, ...]
+    positions: tuple[str, ...]
+    """As given: an index (`4`) or a share of the way through (`50%`); resolved per size by `resolve_positions`."""
+    samples: int
+    seed: int = 0
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_positions(positions: Sequence[str], slots: int, *, indexed: bool) -> list[int]:
+    """The gold indices (or depths in percent) for `slots` places, in order, without repeats.
+
+    An index past the last slot is dropped; `p%` is `floor(p / 100 * (slots - 1))`, so `0%,50%,100%` of
+    10 documents is 0, 4, 9 and of 20 is 0, 9, 19, the paper's first, middle and last.
+    """
+    resolved: list[int] = []
+    for text in positions:
+        if text.endswith("%"):
+            share = float(text[:-1]) / 100
+            value = int(share * (slots - 1)) if indexed else round(share * 100)
+        else:
+            value = int(text)
+        if 0 <= value < (slots if indexed else 101) and value not in resolved:
+            resolved.append(value)
+    return resolved
+
+
+def case_rng(seed: int, *parts: object) -> random.Random:
+    """A generator for one case's content: the same seed and parts give the same case on any machine."""
+    return random.Random(":".join(str(p) for p in (seed, *parts)))

@@ -1,0 +1,174 @@
+"""`contextlift eval` and `contextlift eval-merge`: the command line of the evaluation module. The proxy is
+reached over HTTP only; `proxy.cli` starts one in-process when no `--proxy` is given."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from eval.cache import ResponseCache
+from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard
+from eval.publish import read_info, write_report, write_samples
+from eval.report import RunInfo, load_samples
+from eval.runner import Progress, Runner, Target, jobs
+from eval.sources import find_sources
+
+
+class EvalError(Exception):
+    """A run that cannot start: bad arguments, missing data, an unreachable proxy."""
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--proxy", help="base URL of a running proxy (e.g. http://127.0.0.1:8080/v1); default: start one here")
+    add("--upstream", help="for the proxy started here: OpenAI-compatible base URL (default: the embedded model)")
+    add("--config", type=Path, help="for the proxy started here: TOML file of settings")
+    add("--model", help="model name sent in each request (default: the first one the proxy lists)")
+    add("--api-key", help="bearer token sent with each request (forwarded upstream); never written to output")
+    add("--profile", choices=list(PROFILES), default="quick", help="quick: minutes on 2 CPU cores; full: paper sizes")
+    add("--tasks", help=f"comma-separated, from {', '.join(TASKS)} (default: all)")
+    add(
+        "--strategies",
+        action="append",
+        metavar="HEADER",
+        help="one X-Context-Strategy value per flag, e.g. --strategies none --strategies 'reorder, medoid; k=5'",
+    )
+    add("--sizes", action="append", default=[], metavar="[TASK=]N,...", help="context sizes, in the task's unit")
+    add(
+        "--positions",
+        action="append",
+        default=[],
+        metavar="[TASK=]P,...",
+        help="gold positions: indices (4) or shares of the way through (50%%)",
+    )
+    add("--samples", action="append", default=[], metavar="[TASK=]N", help="samples per size x position")
+    add(
+        "--option",
+        action="append",
+        default=[],
+        metavar="TASK.KEY=VALUE",
+        help="task options: swim.budget, length.distraction, length.problems, multifact.needles, ...",
+    )
+    add("--seed", type=int, default=0, help="seed of every generated case (default 0)")
+    add("--data", type=Path, help="folder holding the papers' files (nq-open-*, kv-retrieval-*, gsm8k, squad)")
+    add("--documents", type=Path, help="folder of your own .txt/.md documents for the swim task")
+    add("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    add("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    add("--retries", type=int, default=3, help="retries of a timed-out, 429 or 5xx request (default 3)")
+    add("--shard", help="INDEX/COUNT: run only this shard of the cases (an Indexed Job's completion index)")
+    add("--out", type=Path, default=Path("contextlift-eval"), help="report folder (default ./contextlift-eval)")
+    add("--cache", type=Path, help="response cache, JSON lines (default OUT/responses.jsonl)")
+
+
+def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("parts", nargs="+", type=Path, help="report folders of the shards (each with samples.jsonl)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the merged report")
+
+
+def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
+    """Builds the cases, sends them through the proxy at `proxy_url`, writes the report."""
+    try:
+        plan = make_plan(
+            args.profile,
+            _split(args.tasks),
+            args.strategies,
+            args.sizes,
+            args.positions,
+            args.samples,
+            args.option,
+            args.seed,
+        )
+        shard = parse_shard(args.shard) if args.shard else None
+    except ValueError as error:
+        raise EvalError(str(error)) from None
+    if args.concurrency < 1:
+        raise EvalError("--concurrency must be at least 1")
+    base_url = proxy_url.rstrip("/") if proxy_url.rstrip("/").endswith("/v1") else proxy_url.rstrip("/") + "/v1"
+    model = args.model or _first_model(base_url, args.api_key)
+    cache = ResponseCache(args.cache or args.out / "responses.jsonl")
+    runner = Runner(Target(base_url, model, args.api_key, args.timeout, args.retries), cache, args.concurrency)
+    try:
+        sources = find_sources(args.data, args.documents)
+        cases, notes = build_cases(plan, sources, runner.ask)
+        cases = [c for c in cases if in_shard(c, shard)]
+        work = jobs(cases, plan.strategies)
+        print(
+            f"contextlift eval: {len(cases)} cases, {len(work)} requests through {base_url} "
+            f"({len(cache)} answers cached in {cache.path})",
+            file=sys.stderr,
+        )
+        samples = asyncio.run(runner.run(work, Progress(len(work))))
+    except (ValueError, OSError) as error:
+        raise EvalError(str(error)) from None
+    finally:
+        cache.close()
+    info = RunInfo(
+        model,
+        _public(base_url),
+        plan.strategies,
+        args.seed,
+        args.profile,
+        tuple(notes),
+        {t: {k: str(v) for k, v in asdict(TASKS[t]).items()} for t in plan.tasks},
+    )
+    if shard is not None:
+        write_samples(args.out, samples, info)
+        print(f"shard {shard[0]}/{shard[1]}: {len(samples)} samples in {args.out}", file=sys.stderr)
+        return 0
+    data = write_report(args.out, samples, info)
+    _print_headline(data, args.out)
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    """One report from the shards' parts."""
+    try:
+        samples = load_samples(part / "samples.jsonl" for part in args.parts)
+        infos = [read_info(part) for part in args.parts]
+    except (OSError, ValueError, KeyError) as error:
+        raise EvalError(f"cannot read the parts: {error}") from None
+    notes = tuple(dict.fromkeys(n for info in infos for n in info.notes))
+    info = infos[0].__class__(**{**asdict(infos[0]), "notes": notes})
+    data = write_report(args.out, samples, info)
+    _print_headline(data, args.out)
+    return 0
+
+
+def _print_headline(data: dict[str, Any], out: Path) -> None:
+    lifts = [r for r in data["lift"] if r["size"] is None]
+    for row in lifts:
+        low, high = row["ci95"]
+        print(
+            f"{row['task']:<10} {row['variant']:<20} {row['strategy']:<24} lift {row['value']:+.3f} "
+            f"[{low:+.3f}, {high:+.3f}] n={row['n']}"
+        )
+    print(f"report: {out / 'report.md'}")
+
+
+def _first_model(base_url: str, api_key: str | None) -> str:
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(f"{base_url}/models", headers=headers, timeout=30)
+        response.raise_for_status()
+        return str(response.json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise EvalError(f"cannot list models at {base_url}/models ({error}); pass --model") from None
+
+
+def _public(url: str) -> str:
+    """The URL without credentials, for the report."""
+    parsed = httpx.URL(url)
+    return str(parsed.copy_with(username=None, password=None)) if parsed.userinfo else url
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+__all__ = ["EvalError", "add_eval_arguments", "add_merge_arguments", "run_eval", "run_merge"]

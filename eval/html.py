@@ -1,0 +1,70 @@
+"""`report.html`: the markdown report as one self-contained page, the plots inlined as data URIs. Only the
+markdown the report itself writes is understood: headings, list items, tables, images and paragraphs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+_IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
+_CODE = re.compile(r"`([^`]+)`")
+_STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}code{background:#f3f3f3;
+padding:0 .2em}img{max-width:100%;display:block;margin:1em 0}h2{border-bottom:1px solid #ddd;margin-top:2em}"""
+
+
+def render_html(markdown: str, base: Path) -> str:
+    """The page for `markdown`; image paths are read relative to `base` and inlined."""
+    body: list[str] = []
+    table: list[list[str]] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if table:
+            head, *rest = table
+            body.append(
+                "<table><thead><tr>"
+                + "".join(f"<th>{c}</th>" for c in head)
+                + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rest)
+                + "</tbody></table>"
+            )
+            table.clear()
+        if items:
+            body.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):
+                table.append([_inline(c) for c in cells])
+            continue
+        if line.startswith("- "):
+            items.append(_inline(line[2:]))
+            continue
+        flush()
+        if match := re.match(r"^(#{1,6}) (.*)$", line):
+            level = len(match[1])
+            body.append(f"<h{level}>{_inline(match[2])}</h{level}>")
+        elif match := _IMAGE.match(line):
+            body.append(f'<img alt="{html.escape(match["alt"])}" src="{_data_uri(base / match["src"])}">')
+        elif line.strip():
+            body.append(f"<p>{_inline(line)}</p>")
+    flush()
+    title = "contextlift evaluation report"
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title><style>{_STYLE}</style>'
+        f"</head><body>{''.join(body)}</body></html>\n"
+    )
+
+
+def _inline(text: str) -> str:
+    return _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False))
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()

@@ -1,0 +1,144 @@
+"""The benchmark's tasks, its two profiles, and how the command line narrows them: which cases a run sends."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from eval import length, litm_kv, litm_qa, multifact, swim
+from eval.cases import Case, Grid, TaskInfo
+from eval.sources import Sources
+
+Builder = Callable[[Grid, Sources], tuple[list[Case], list[str]]]
+TASKS: dict[str, TaskInfo] = {m.INFO.name: m.INFO for m in (litm_qa, litm_kv, swim, length, multifact)}
+STRATEGIES = ("none", "reorder", "query-aware", "recite", "fact")
+
+PROFILES: dict[str, dict[str, Grid]] = {
+    # A few minutes on 2 CPU cores with the embedded 135M model: every task and strategy, small contexts.
+    "quick": {
+        "litm-qa": Grid((10,), ("0%", "50%", "100%"), 2),
+        "litm-kv": Grid((25,), ("0%", "50%", "100%"), 1),
+        "swim": Grid((50, 100), ("0", "50", "100"), 1, options={"budget": "700"}),
+        "length": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "96"}),
+        "multifact": Grid((600,), (), 1, options={"needles": "K2V2Q1"}),
+    },
+    # The papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM).
+    "full": {
+        "litm-qa": Grid((10, 20, 30), (), 100),
+        "litm-kv": Grid((75, 140, 300), (), 100),
+        "swim": Grid((25, 50, 75, 100), (), 50, options={"budget": "6000"}),
+        "length": Grid(
+            (0, 1000, 2000, 4000, 6000), (), 50, options={"distraction": "whitespace,essay", "problems": "varsum,gsm8k"}
+        ),
+        "multifact": Grid((2000, 4000, 7000), (), 50, options={"needles": "K1V10Q1,K5V10Q1"}),
+    },
+}
+MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    tasks: dict[str, Grid]
+    strategies: tuple[str, ...]
+
+
+def make_plan(
+    profile: str,
+    tasks: Sequence[str] | None = None,
+    strategies: Sequence[str] | None = None,
+    sizes: Sequence[str] = (),
+    positions: Sequence[str] = (),
+    samples: Sequence[str] = (),
+    options: Sequence[str] = (),
+    seed: int = 0,
+) -> Plan:
+    """The profile's grids, narrowed by the command line: `sizes`, `positions` and `samples` are each
+    `VALUES` for every task or `TASK=VALUES` for one (values comma-separated); `options` are `TASK.KEY=VALUE`.
+
+    Raises:
+        ValueError: an unknown task, profile or malformed override.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose {', '.join(PROFILES)}")
+    chosen = list(tasks or TASKS)
+    unknown = [t for t in chosen if t not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+    grids = {t: replace(PROFILES[profile][t], seed=seed) for t in chosen}
+    for text in sizes:
+        for task, values in _scoped(text, chosen):
+            grids[task] = replace(grids[task], sizes=tuple(_ints(values, "sizes")))
+    for text in positions:
+        for task, values in _scoped(text, chosen):
+            grids[task] = replace(grids[task], positions=tuple(v.strip() for v in values.split(",") if v.strip()))
+    for text in samples:
+        for task, values in _scoped(text, chosen):
+            grids[task] = replace(grids[task], samples=_ints(values, "samples")[0])
+    for text in options:
+        name, _, value = text.partition("=")
+        task, _, key = name.partition(".")
+        if task not in TASKS or not key or not value:
+            raise ValueError(f"--option {text!r}: expected TASK.KEY=VALUE, e.g. swim.budget=3000")
+        if task in grids:
+            grids[task] = replace(grids[task], options={**grids[task].options, key: value})
+    return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))
+
+
+def in_shard(case: Case, shard: tuple[int, int] | None) -> bool:
+    """Whether the case belongs to shard `index` of `count`: by a hash of its key, so every strategy of a case
+    (and so every paired comparison) lands in the same shard, whatever machine computes it."""
+    if shard is None:
+        return True
+    index, count = shard
+    return int(hashlib.sha256(case.key.encode()).hexdigest()[:8], 16) % count == index
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected INDEX/COUNT, e.g. 0/4") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"--shard {text!r}: INDEX must be from 0 to COUNT-1")
+    return shard
+
+
+def _scoped(text: str, tasks: Sequence[str]) -> list[tuple[str, str]]:
+    task, sep, values = text.partition("=")
+    if not sep:
+        return [(t, text) for t in tasks]
+    if task not in TASKS:
+        raise ValueError(f"{text!r}: unknown task {task!r}")
+    return [(task, values)] if task in tasks else []
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--{what} {text!r}: expected whole numbers") from None
+    if not values or min(values) < 0 or (what == "samples" and values[0] < 1):
+        raise ValueError(f"--{what} {text!r}: expected positive whole numbers")
+    return values
+
+
+def build_cases(plan: Plan, sources: Sources, ask: swim.Ask | None = None) -> tuple[list[Case], list[str]]:
+    """Every case of the plan, and the notes the report must carry about where the data came from."""
+    medoid = next((s for s in plan.strategies if s.split(";")[0].strip() == "medoid"), "medoid; k=5")
+    cases: list[Case] = []
+    notes: list[str] = []
+    for task, grid in plan.tasks.items():
+        built = swim.build(grid, sources, ask, medoid) if task == "swim" else _BUILDERS[task](grid, sources)
+        cases += built[0]
+        notes += built[1]
+    return cases, notes
+
+
+_BUILDERS: dict[str, Builder] = {
+    "litm-qa": litm_qa.build,
+    "litm-kv": litm_kv.build,
+    "length": length.build,
+    "multifact": multifact.build,
+}

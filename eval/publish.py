@@ -1,0 +1,62 @@
+"""Writes a run's report folder: `samples.jsonl`, `results.json`, `report.md`, `plots/*.png`, `report.html`,
+and `run.json` (what a later merge of shards needs to know about the run)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from eval.html import render_html
+from eval.plots import draw
+from eval.report import RunInfo, Sample, render_markdown, results
+
+SAMPLES = "samples.jsonl"
+RUN = "run.json"
+
+
+def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> None:
+    """The shard's part: its samples and the run's description, enough for `merge` to rebuild the report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(samples, key=lambda s: (s["case"], s["strategy"]))
+    (folder / SAMPLES).write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in ordered), encoding="utf-8")
+    (folder / RUN).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
+
+
+def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
+    """Every report file for `samples`; returns the results."""
+    write_samples(folder, samples, info)
+    data: dict[str, Any] = _finite(results(samples, info))
+    (folder / "results.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    plots = draw(data, folder / "plots")
+    markdown = render_markdown(data, plots)
+    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    (folder / "report.html").write_text(render_html(markdown, folder), encoding="utf-8")
+    return data
+
+
+def read_info(folder: Path) -> RunInfo:
+    raw = json.loads((folder / RUN).read_text(encoding="utf-8"))
+    return RunInfo(
+        raw["model"],
+        raw["proxy"],
+        tuple(raw["strategies"]),
+        raw["seed"],
+        raw["profile"],
+        tuple(raw["notes"]),
+        raw["tasks"],
+    )
+
+
+def _finite(value: Any) -> Any:
+    """NaN (no data for a cell) as null, so that results.json is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

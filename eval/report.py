@@ -1,0 +1,301 @@
+"""The report, computed from the samples alone (so a merged or re-scored run reads the same as a fresh one):
+`results.json`, `report.md`, the plots and `report.html`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, percentile
+
+BASELINE = "none"
+Sample = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the run was: shown at the head of the report."""
+
+    model: str
+    proxy: str
+    strategies: tuple[str, ...]
+    seed: int
+    profile: str
+    notes: tuple[str, ...] = ()
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per task: its title, size unit and position unit."""
+
+
+def load_samples(paths: Iterable[Path]) -> list[Sample]:
+    """Samples from one or more `samples.jsonl` files (shards), each (case, strategy) once."""
+    seen: dict[tuple[str, str], Sample] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                sample = json.loads(line)
+                seen[(sample["case"], sample["strategy"])] = sample
+    return list(seen.values())
+
+
+def _group(samples: Iterable[Sample], *fields: str) -> dict[tuple[Any, ...], list[Sample]]:
+    groups: dict[tuple[Any, ...], list[Sample]] = defaultdict(list)
+    for sample in samples:
+        groups[tuple(sample[f] for f in fields)].append(sample)
+    return groups
+
+
+def _order(values: Iterable[Any]) -> list[Any]:
+    return sorted(set(values), key=lambda v: (v is None, v))
+
+
+def _strategies(samples: Sequence[Sample], requested: Sequence[str]) -> list[str]:
+    present = {s["strategy"] for s in samples}
+    return [s for s in requested if s in present] + sorted(present - set(requested))
+
+
+def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
+    """Everything the report shows, as data."""
+    accuracy = []
+    for (task, variant, size, strategy, position), group in sorted(
+        _group(samples, "task", "variant", "size", "strategy", "position").items(), key=lambda kv: _sort_key(kv[0])
+    ):
+        accuracy.append(
+            {
+                "task": task,
+                "variant": variant,
+                "size": size,
+                "strategy": strategy,
+                "position": position,
+                **_estimate_dict(estimate([s["score"] for s in group])),
+                "errors": sum(1 for s in group if s["error"]),
+            }
+        )
+    return {
+        "run": asdict(info),
+        "accuracy": accuracy,
+        "lift": lifts(samples),
+        "gap_recovered": gaps(samples),
+        "cost": costs(samples),
+    }
+
+
+def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Each strategy against `none` on the same cases, per task x variant x size and over all sizes."""
+    rows = []
+    for (task, variant), group in _group(samples, "task", "variant").items():
+        by_strategy = _group(group, "strategy")
+        if (BASELINE,) not in by_strategy:
+            continue
+        base = {s["case"]: s["score"] for s in by_strategy[(BASELINE,)]}
+        for (strategy,), treated in by_strategy.items():
+            if strategy == BASELINE:
+                continue
+            for size in [*_order(s["size"] for s in treated), None]:
+                pairs = [
+                    (s["score"], base[s["case"]])
+                    for s in treated
+                    if s["case"] in base and (size is None or s["size"] == size)
+                ]
+                if pairs:
+                    lift = paired_bootstrap([p[0] for p in pairs], [p[1] for p in pairs])
+                    rows.append(
+                        {"task": task, "variant": variant, "size": size, "strategy": strategy, **_estimate_dict(lift)}
+                    )
+    return rows
+
+
+def gaps(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """The positional gap recovered, per task x variant x size, where `none` shows a gap."""
+    rows = []
+    for (task, variant, size), group in _group(samples, "task", "variant", "size").items():
+        by_position = {
+            strategy: {p: estimate([s["score"] for s in g]).value for (p,), g in _group(scored, "position").items()}
+            for (strategy,), scored in _group([s for s in group if s["position"] is not None], "strategy").items()
+        }
+        if BASELINE not in by_position or len(by_position[BASELINE]) < 2:
+            continue
+        for strategy, accuracy in by_position.items():
+            if strategy != BASELINE:
+                rows.append(
+                    {
+                        "task": task,
+                        "variant": variant,
+                        "size": size,
+                        "strategy": strategy,
+                        "value": gap_recovered(accuracy, by_position[BASELINE]),
+                    }
+                )
+    return rows
+
+
+def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Per task x strategy: upstream calls, tokens and latency, and each relative to `none` on the task."""
+    rows = []
+    for (task,), group in _group(samples, "task").items():
+        per_strategy = {}
+        for (strategy,), scored in _group(group, "strategy").items():
+            answered = [s for s in scored if not s["error"]]
+            latencies = [s["latency_s"] for s in answered if s["latency_s"] is not None]
+            per_strategy[strategy] = {
+                "calls": _mean([s["upstream_calls"] for s in answered if s["upstream_calls"] is not None]),
+                "tokens": _mean(
+                    [
+                        (s["prompt_tokens"] or 0) + (s["completion_tokens"] or 0)
+                        for s in answered
+                        if s["prompt_tokens"] is not None
+                    ]
+                ),
+                "p50_s": percentile(latencies, 50),
+                "p95_s": percentile(latencies, 95),
+                "n": len(scored),
+                "errors": len(scored) - len(answered),
+            }
+        base = per_strategy.get(BASELINE)
+        for strategy, cost in per_strategy.items():
+            relative = {
+                f"{k}_vs_none": _ratio(cost[k], base[k]) if base else math.nan
+                for k in ("calls", "tokens", "p50_s", "p95_s")
+            }
+            rows.append({"task": task, "strategy": strategy, **cost, **relative})
+    return rows
+
+
+def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = None) -> str:
+    """`report.md`: one section per task, tables in lm-evaluation-harness style (value +/- stderr)."""
+    info = data["run"]
+    strategies_order = list(info["strategies"])
+    lines = [
+        "# contextlift evaluation report",
+        "",
+        f"- model: `{info['model']}` through `{info['proxy']}`",
+        f"- strategies: {', '.join(f'`{s}`' for s in info['strategies'])}",
+        f"- profile `{info['profile']}`, seed {info['seed']}",
+        "- accuracy is `value ± stderr` (n per cell in `results.json`); lifts are paired against `none` on the "
+        "same cases, with a bootstrap 95% interval in brackets",
+        "",
+    ]
+    lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
+    accuracy = data["accuracy"]
+    for task in _order(a["task"] for a in accuracy):
+        meta = info["tasks"].get(task, {})
+        lines += [f"## {task}: {meta.get('title', '')}".rstrip(": "), ""]
+        rows = [a for a in accuracy if a["task"] == task]
+        for variant in _order(a["variant"] for a in rows):
+            for size in _order(a["size"] for a in rows if a["variant"] == variant):
+                cells = [a for a in rows if a["variant"] == variant and a["size"] == size]
+                lines += _accuracy_table(cells, variant, size, meta, strategies_order)
+        lines += _lift_table([r for r in data["lift"] if r["task"] == task], meta, strategies_order)
+        lines += _gap_table([r for r in data["gap_recovered"] if r["task"] == task], meta, strategies_order)
+        lines += _cost_table([r for r in data["cost"] if r["task"] == task], strategies_order)
+        for plot in (plots or {}).get(task, []):
+            lines += [f"![{Path(plot).stem}]({plot})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _accuracy_table(
+    cells: list[dict[str, Any]], variant: str, size: int, meta: dict[str, str], order: Sequence[str]
+) -> list[str]:
+    positions = _order(c["position"] for c in cells)
+    label = meta.get("position_unit", "position")
+    header = [f"{label} {p}" if p is not None else "all" for p in positions]
+    lines = [
+        f"### {variant}, {size} {meta.get('size_unit', '')}".rstrip(),
+        "",
+        "| strategy | " + " | ".join(header) + " | n |",
+        "|---" * (len(header) + 2) + "|",
+    ]
+    for strategy in _strategies([{"strategy": c["strategy"]} for c in cells], order):
+        by_position = {c["position"]: c for c in cells if c["strategy"] == strategy}
+        values = [_pm(by_position[p]) if p in by_position else "" for p in positions]
+        n = sum(c["n"] for c in by_position.values())
+        lines.append(f"| {strategy} | " + " | ".join(values) + f" | {n} |")
+    return [*lines, ""]
+
+
+def _lift_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequence[str]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "### Lift over `none`",
+        "",
+        "| variant | strategy | " + meta.get("size_unit", "size") + " | lift | 95% CI | n |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in sorted(
+        rows, key=lambda r: (r["variant"], _rank(r["strategy"], order), r["size"] is None, r["size"] or 0)
+    ):
+        size = "all" if row["size"] is None else row["size"]
+        lines.append(
+            f"| {row['variant']} | {row['strategy']} | {size} | {row['value']:+.3f} | "
+            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row['n']} |"
+        )
+    return [*lines, ""]
+
+
+def _gap_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequence[str]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "### Positional gap recovered",
+        "",
+        "(worst-position accuracy - `none`'s worst) / (`none`'s best - `none`'s worst); 1 closes the gap, "
+        "0 leaves it, below 0 widens it",
+        "",
+        f"| variant | strategy | {meta.get('size_unit', 'size')} | gap recovered |",
+        "|---|---|---|---|",
+    ]
+    for row in sorted(rows, key=lambda r: (r["variant"], _rank(r["strategy"], order), r["size"])):
+        value = "n/a (no gap)" if row["value"] is None else f"{row['value']:+.2f}"
+        lines.append(f"| {row['variant']} | {row['strategy']} | {row['size']} | {value} |")
+    return [*lines, ""]
+
+
+def _cost_table(rows: list[dict[str, Any]], order: Sequence[str]) -> list[str]:
+    lines = [
+        "### Cost",
+        "",
+        "| strategy | upstream calls | tokens | p50 s | p95 s | calls vs none | tokens vs none | "
+        "p50 vs none | p95 vs none | errors |",
+        "|---" * 10 + "|",
+    ]
+    for row in sorted(rows, key=lambda r: _rank(r["strategy"], order)):
+        lines.append(
+            f"| {row['strategy']} | {_num(row['calls'], 2)} | {_num(row['tokens'], 0)} | "
+            f"{_num(row['p50_s'], 2)} | {_num(row['p95_s'], 2)} | {_num(row['calls_vs_none'], 2)} | "
+            f"{_num(row['tokens_vs_none'], 2)} | {_num(row['p50_s_vs_none'], 2)} | "
+            f"{_num(row['p95_s_vs_none'], 2)} | {row['errors']} |"
+        )
+    return [*lines, ""]
+
+
+def _pm(cell: dict[str, Any]) -> str:
+    return f"{cell['value']:.3f} ± {cell['stderr']:.3f}"
+
+
+def _num(value: float, digits: int) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
+
+
+def _rank(strategy: str, order: Sequence[str]) -> tuple[int, str]:
+    return (order.index(strategy) if strategy in order else len(order), strategy)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _ratio(value: float, base: float) -> float:
+    return value / base if base and not math.isnan(base) and not math.isnan(value) else math.nan
+
+
+def _estimate_dict(value: Estimate) -> dict[str, Any]:
+    return {"value": value.value, "n": value.n, "stderr": value.stderr, "ci95": [value.low, value.high]}
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is None, v) for v in key)

@@ -1,0 +1,251 @@
+"""Sends every case through the proxy over HTTP, once per strategy, exactly as a client would: the chat
+completions route, the strategy in `X-Context-Strategy`, the key (if any) as a bearer token. Retries what a
+client would retry, caches every final answer, and never writes the key anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import httpx
+
+from eval.cache import ResponseCache, request_key
+from eval.cases import Case
+from eval.metrics import best_subspan_em, numeric_match, substring_match, value_recall
+
+STRATEGY_HEADER = "X-Context-Strategy"
+_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The proxy the cases go through and what a client of it would send."""
+
+    base_url: str
+    """Up to and including `/v1`."""
+    model: str = "local"
+    api_key: str | None = None
+    timeout: float = 600.0
+    retries: int = 3
+    backoff: float = 2.0
+
+
+def request_body(case: Case, model: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": case.prompt}],
+        "max_tokens": case.max_tokens,
+        "temperature": case.temperature,
+    }
+
+
+def score(metric: str, answer: str, gold: Sequence[str]) -> float:
+    """The case's metric on one answer."""
+    if metric == "best_subspan_em":
+        return best_subspan_em(answer, gold)
+    if metric == "substring":
+        return max(substring_match(answer, g) for g in gold)
+    if metric == "numeric_match":
+        return numeric_match(answer, float(gold[0]))
+    if metric == "value_recall":
+        return value_recall(answer, gold)
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def jobs(cases: Iterable[Case], strategies: Sequence[str]) -> list[tuple[Case, str]]:
+    """Every (case, strategy) to send: each requested strategy, or the case's own list (baselines, controls)."""
+    return [(case, strategy) for case in cases for strategy in (case.strategies or strategies)]
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line per tenth of the work otherwise (CI logs)."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total, self.done, self.cached, self.errors = total, 0, 0, 0
+        self._stream = stream
+        self._started = time.monotonic()
+        self._tty = stream.isatty()
+        self._last_tenth = -1
+
+    def advance(self, *, cached: bool, error: bool) -> None:
+        self.done += 1
+        self.cached += cached
+        self.errors += error
+        tenth = self.done * 10 // max(self.total, 1)
+        if self._tty or tenth != self._last_tenth or self.done == self.total:
+            self._last_tenth = tenth
+            self._stream.write(("\r" if self._tty else "") + self._line() + ("" if self._tty else "\n"))
+            if self._tty and self.done == self.total:
+                self._stream.write("\n")
+            self._stream.flush()
+
+    def _line(self) -> str:
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        elapsed = time.monotonic() - self._started
+        sent = self.done - self.cached
+        remaining = (elapsed / sent) * (self.total - self.done) if sent else 0.0
+        return (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} cached {self.cached} "
+            f"errors {self.errors} elapsed {elapsed:.0f}s eta {remaining:.0f}s"
+        )
+
+
+class Runner:
+    """Runs (case, strategy) jobs against the target with at most `concurrency` requests in flight."""
+
+    def __init__(self, target: Target, cache: ResponseCache, concurrency: int = 1) -> None:
+        self.target = target
+        self.cache = cache
+        self.concurrency = concurrency
+
+    async def run(self, work: Sequence[tuple[Case, str]], progress: Progress | None = None) -> list[dict[str, Any]]:
+        """One sample record per job, in the order of `work`."""
+        limit = asyncio.Semaphore(self.concurrency)
+        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else {}
+        async with httpx.AsyncClient(
+            base_url=self.target.base_url, headers=headers, timeout=self.target.timeout
+        ) as client:
+
+            async def one(case: Case, strategy: str) -> dict[str, Any]:
+                async with limit:
+                    record = await self._answer(client, case, strategy)
+                if progress is not None:
+                    progress.advance(cached=record["cached"], error=record["error"] is not None)
+                return record
+
+            return list(await asyncio.gather(*(one(c, s) for c, s in work)))
+
+    def ask(self, prompt: str, max_tokens: int = 256) -> str:
+        """One plain (`none`) request, answered from the cache when it can be: SWiM's task generation."""
+        case = Case("generation", "standard", 0, None, 0, prompt, ("",), "best_subspan_em", max_tokens)
+        return str(asyncio.run(self.run([(case, "none")]))[0]["answer"])
+
+    async def _answer(self, client: httpx.AsyncClient, case: Case, strategy: str) -> dict[str, Any]:
+        body = request_body(case, self.target.model)
+        key = request_key(self.target.model, strategy, body)
+        entry = self.cache.get(key)
+        cached = entry is not None
+        if entry is None:
+            entry = await self._send(client, body, strategy, key)
+            entry["answer"] = self._redact(entry["answer"])
+            entry["error"] = self._redact(entry["error"]) if entry["error"] else None
+            if entry["final"]:
+                self.cache.put(entry)
+        return self._record(case, strategy, entry, cached)
+
+    async def _send(self, client: httpx.AsyncClient, body: dict[str, Any], strategy: str, key: str) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                response = await client.post("/chat/completions", json=body, headers={STRATEGY_HEADER: strategy})
+            except httpx.HTTPError as error:
+                failure: dict[str, Any] = {"status": None, "error": f"{type(error).__name__}: {error}"}
+            else:
+                latency = time.perf_counter() - started
+                if response.status_code == 200:
+                    return self._entry(key, strategy, response, latency)
+                failure = {"status": response.status_code, "error": _error_message(response)}
+                if response.status_code not in _RETRY_STATUSES:
+                    return {
+                        "key": key,
+                        "strategy": strategy,
+                        "final": True,
+                        "answer": "",
+                        "latency_s": latency,
+                        "usage": {},
+                        "upstream_calls": _calls(response),
+                        **failure,
+                    }
+            attempt += 1
+            if attempt > self.target.retries:
+                return {
+                    "key": key,
+                    "strategy": strategy,
+                    "final": False,
+                    "answer": "",
+                    "latency_s": None,
+                    "usage": {},
+                    "upstream_calls": None,
+                    **failure,
+                }
+            await asyncio.sleep(self.target.backoff * 2 ** (attempt - 1))
+
+    def _entry(self, key: str, strategy: str, response: httpx.Response, latency: float) -> dict[str, Any]:
+        try:
+            payload = response.json()
+            answer = payload["choices"][0]["message"].get("content") or ""
+            usage = payload.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            return {
+                "key": key,
+                "strategy": strategy,
+                "final": True,
+                "answer": "",
+                "latency_s": latency,
+                "usage": {},
+                "upstream_calls": _calls(response),
+                "status": 200,
+                "error": "unreadable completion body",
+            }
+        return {
+            "key": key,
+            "strategy": strategy,
+            "final": True,
+            "answer": self._redact(answer),
+            "latency_s": latency,
+            "usage": {k: v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens")},
+            "upstream_calls": _calls(response),
+            "applied": response.headers.get(STRATEGY_HEADER.lower()),
+            "status": 200,
+            "error": None,
+        }
+
+    def _record(self, case: Case, strategy: str, entry: dict[str, Any], cached: bool) -> dict[str, Any]:
+        error = entry.get("error")
+        answer = self._redact(entry.get("answer") or "")
+        usage = entry.get("usage") or {}
+        return {
+            "task": case.task,
+            "variant": case.variant,
+            "size": case.size,
+            "position": case.position,
+            "sample": case.sample,
+            "strategy": strategy,
+            "case": case.key,
+            "prompt_hash": case.prompt_hash,
+            "metric": case.metric,
+            "gold": list(case.gold),
+            "answer": answer,
+            "score": 0.0 if error else score(case.metric, answer, case.gold),
+            "latency_s": entry.get("latency_s"),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "upstream_calls": entry.get("upstream_calls"),
+            "applied": entry.get("applied"),
+            "status": entry.get("status"),
+            "error": self._redact(error) if error else None,
+            "cached": cached,
+        }
+
+    def _redact(self, text: str) -> str:
+        key = self.target.api_key
+        return text.replace(key, "[redacted]") if key else text
+
+
+def _calls(response: httpx.Response) -> int | None:
+    value = response.headers.get("x-context-upstream-calls")
+    return int(value) if value and value.isdigit() else None
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{response.status_code} {error.get('code') or error.get('type')}: {error.get('message')}"
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"{response.status_code}: {response.text[:200]}"
