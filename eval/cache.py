@@ -32,6 +32,12 @@ class ResponseCache:
                     self._entries[entry["key"]] = entry
         self._handle: TextIO | None = None
 
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -17,10 +17,10 @@ STRATEGIES = ("none", "reorder", "query-aware", "recite", "fact")
 PROFILES: dict[str, dict[str, Grid]] = {
     # A few minutes on 2 CPU cores with the embedded 135M model: every task and strategy, small contexts.
     "quick": {
-        "litm-qa": Grid((10,), ("0%", "50%", "100%"), 2),
-        "litm-kv": Grid((25,), ("0%", "50%", "100%"), 1),
-        "swim": Grid((50, 100), ("0", "50", "100"), 1, options={"budget": "700"}),
-        "length": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "96"}),
+        "litm-qa": Grid((10,), ("0%", "50%", "100%"), 1),
+        "litm-kv": Grid((20,), ("0%", "50%", "100%"), 1),
+        "swim": Grid((50, 100), ("0", "100"), 1, options={"budget": "600"}),
+        "length": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "64"}),
         "multifact": Grid((600,), (), 1, options={"needles": "K2V2Q1"}),
     },
     # The papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM).

@@ -22,8 +22,11 @@ def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> Non
     """The shard's part: its samples and the run's description, enough for `merge` to rebuild the report."""
     folder.mkdir(parents=True, exist_ok=True)
     ordered = sorted(samples, key=lambda s: (s["case"], s["strategy"]))
-    (folder / SAMPLES).write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in ordered), encoding="utf-8")
     (folder / RUN).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
+    # Written whole, then renamed: a merge step waiting for the parts never reads half a file.
+    partial = folder / f".{SAMPLES}.partial"
+    partial.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in ordered), encoding="utf-8")
+    partial.replace(folder / SAMPLES)
 
 
 def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:

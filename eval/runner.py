@@ -98,17 +98,24 @@ class Progress:
 class Runner:
     """Runs (case, strategy) jobs against the target with at most `concurrency` requests in flight."""
 
-    def __init__(self, target: Target, cache: ResponseCache, concurrency: int = 1) -> None:
+    def __init__(
+        self,
+        target: Target,
+        cache: ResponseCache,
+        concurrency: int = 1,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.target = target
         self.cache = cache
         self.concurrency = concurrency
+        self._transport = transport
 
     async def run(self, work: Sequence[tuple[Case, str]], progress: Progress | None = None) -> list[dict[str, Any]]:
         """One sample record per job, in the order of `work`."""
         limit = asyncio.Semaphore(self.concurrency)
         headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else {}
         async with httpx.AsyncClient(
-            base_url=self.target.base_url, headers=headers, timeout=self.target.timeout
+            base_url=self.target.base_url, headers=headers, timeout=self.target.timeout, transport=self._transport
         ) as client:
 
             async def one(case: Case, strategy: str) -> dict[str, Any]:

@@ -47,9 +47,14 @@ def test_substring_match_is_exact() -> None:
 
 @pytest.mark.parametrize(
     ("prediction", "gold", "score"),
-    [("The total is 1,234.", 1234, 1.0), ("12 then 18", 18, 1.0), ("18 then 12", 18, 0.0), ("-3.5", -3.5, 1.0),
-     ("no number", 3, 0.0)],
-)  # fmt: skip
+    [
+        ("The total is 1,234.", 1234, 1.0),
+        ("12 then 18", 18, 1.0),
+        ("18 then 12", 18, 0.0),
+        ("-3.5", -3.5, 1.0),
+        ("no number", 3, 0.0),
+    ],
+)
 def test_numeric_match_takes_the_last_number(prediction: str, gold: float, score: float) -> None:
     assert numeric_match(prediction, gold) == score
 

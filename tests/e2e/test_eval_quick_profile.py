@@ -1,0 +1,74 @@
+"""`contextlift eval --profile quick` against the real local model, as the README runs it: every report file
+is written, and every accuracy in report.md is the mean of its cases in samples.jsonl."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+TABLE = re.compile(r"^### (?P<variant>.+), (?P<size>\d+) (?P<unit>.+)$")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quick") / "report"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("CONTEXTLIFT_UPSTREAM_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "eval", "--profile", "quick", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "report:" in done.stdout
+    return out
+
+
+def test_every_report_file_is_written(report: Path) -> None:
+    for name in ("samples.jsonl", "results.json", "report.md", "report.html", "run.json"):
+        assert (report / name).stat().st_size > 0, name
+    plots = list((report / "plots").glob("*.png"))
+    assert any(p.name.endswith("-position.png") for p in plots)
+    assert any(p.name.endswith("-heatmap.png") for p in plots)
+    samples = [json.loads(line) for line in (report / "samples.jsonl").read_text().splitlines()]
+    assert {s["task"] for s in samples} == {"litm-qa", "litm-kv", "swim", "length", "multifact"}
+    assert {s["strategy"] for s in samples} >= {"none", "reorder", "query-aware", "recite", "fact", "medoid; k=3"}
+    assert sum(1 for s in samples if s["error"]) == 0
+    assert all(s["upstream_calls"] == 3 for s in samples if s["strategy"] == "medoid; k=3")
+
+
+def test_report_md_agrees_with_samples_jsonl(report: Path) -> None:
+    scores: dict[tuple[str, str, int, str, str], list[float]] = defaultdict(list)
+    for line in (report / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        position = "all" if s["position"] is None else str(s["position"])
+        scores[(s["task"], s["variant"], s["size"], s["strategy"], position)].append(s["score"])
+    checked = 0
+    task = variant = size = None
+    positions: list[str] = []
+    for line in (report / "report.md").read_text().splitlines():
+        if line.startswith("## "):
+            task = line[3:].split(":")[0]
+        elif match := TABLE.match(line):
+            variant, size = match["variant"], int(match["size"])
+        elif line.startswith("| strategy | ") and variant is not None:
+            positions = [c.rsplit(" ", 1)[-1] for c in line.strip("|").split("|")[1:-1]]
+        elif line.startswith("### "):
+            variant = None
+        elif line.startswith("| ") and variant is not None and positions and " ± " in line:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            for position, cell in zip(positions, cells[1:-1], strict=True):
+                if cell:
+                    values = scores[(task, variant, size, cells[0], position)]  # type: ignore[index]
+                    assert float(cell.split(" ± ")[0]) == pytest.approx(sum(values) / len(values), abs=5e-4)
+                    checked += 1
+    assert checked >= 60

@@ -1,0 +1,143 @@
+"""`contextlift eval` as a user runs it, with the proxy started in-process in front of a fake upstream over a
+real socket (the fake echoes the caller's key back, which no real model can be made to do), and
+`contextlift eval-merge` joining shards into the report an unsharded run writes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from proxy.cli import main
+from proxy.local_model import free_port
+from tests.fakes import completion
+
+CANARY = "sk-canary-7f3a9e21d4"
+
+
+async def echoing_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A fake upstream: lists one model; answers chat with the caller's Authorization in the text, except the
+    multi-fact prompts, which it refuses with that Authorization in the error message."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+    if scope["path"].endswith("/models"):
+        status, payload = 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+    elif b"magic numbers" in body:
+        status, payload = 400, {"error": {"message": f"bad request from {auth}", "type": "invalid_request_error"}}
+    else:
+        status, payload = 200, completion(f"The answer, {auth}")
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(echoing_upstream, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1"
+    server.should_exit = True
+    thread.join(5)
+
+
+def evaluate(upstream_url: str, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "eval",
+            "--upstream",
+            upstream_url,
+            "--api-key",
+            CANARY,
+            "--tasks",
+            "litm-qa,multifact",
+            "--sizes",
+            "litm-qa=10",
+            "--sizes",
+            "multifact=300",
+            "--samples",
+            "2",
+            "--retries",
+            "0",
+            "--strategies",
+            "none",
+            "--strategies",
+            "reorder",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def full_run(upstream_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval") / "report"
+    assert evaluate(upstream_url, out) == 0
+    return out
+
+
+def test_the_run_writes_every_report_file(full_run: Path) -> None:
+    names = {p.name for p in full_run.iterdir()}
+    assert {"samples.jsonl", "results.json", "report.md", "report.html", "run.json", "responses.jsonl"} <= names
+    samples = [json.loads(line) for line in (full_run / "samples.jsonl").read_text().splitlines()]
+    assert {s["task"] for s in samples} == {"litm-qa", "multifact"}
+    assert {s["strategy"] for s in samples} == {"none", "reorder"}
+    assert all(s["status"] == 400 and s["score"] == 0 for s in samples if s["task"] == "multifact")
+    assert all(s["applied"] == "reorder" for s in samples if s["strategy"] == "reorder" and s["task"] == "litm-qa")
+    assert json.loads((full_run / "run.json").read_text())["model"] == "fake-model"
+
+
+def test_the_key_appears_in_no_output_file(full_run: Path) -> None:
+    for path in full_run.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path.name
+    samples = (full_run / "samples.jsonl").read_text()
+    assert "[redacted]" in samples  # the echo was there, and was blanked
+
+
+def test_shards_merge_into_the_unsharded_report(upstream_url: str, full_run: Path, tmp_path: Path) -> None:
+    for index in range(2):
+        assert (
+            evaluate(
+                upstream_url,
+                tmp_path / f"part{index}",
+                "--shard",
+                f"{index}/2",
+                "--cache",
+                str(full_run / "responses.jsonl"),
+            )
+            == 0
+        )
+        assert not (tmp_path / f"part{index}" / "report.md").exists()
+    assert (
+        main(["eval-merge", str(tmp_path / "part0"), str(tmp_path / "part1"), "--out", str(tmp_path / "merged")]) == 0
+    )
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    whole = json.loads((full_run / "results.json").read_text())
+    assert merged["accuracy"] == whole["accuracy"]
+    assert merged["lift"] == whole["lift"]
+
+
+def test_bad_arguments_exit_2_with_the_reason(
+    upstream_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert evaluate(upstream_url, tmp_path / "x", "--shard", "3/2") == 2
+    assert "--shard '3/2'" in capsys.readouterr().err
+    assert main(["eval-merge", str(tmp_path / "missing"), "--out", str(tmp_path / "m")]) == 2
+    assert "cannot read the parts" in capsys.readouterr().err
