@@ -1,4 +1,35 @@
-"""Evaluation: the papers' metrics and benchmark data (Lost in the Middle's files and prompts). The runner
-that replays them through the proxy and writes the report is still to come."""
+"""Evaluation: the papers' positional benchmarks replayed through the proxy over HTTP, scored as each paper
+scores, and reported with confidence intervals, the lift of each strategy over `none`, the positional gap
+it recovers, and its cost. `contextlift eval` is the command line; these are its parts for use from Python.
 
-__all__: list[str] = []
+Tasks (one module each): `litm_qa`, `litm_kv`, `swim`, `length`, `multifact`.
+"""
+
+from eval.cache import ResponseCache
+from eval.cases import Case, Grid, TaskInfo
+from eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
+from eval.publish import write_report
+from eval.report import RunInfo, load_samples
+from eval.runner import Runner, Target, jobs, score
+from eval.sources import Sources, find_sources
+
+__all__ = [
+    "PROFILES",
+    "TASKS",
+    "Case",
+    "Grid",
+    "Plan",
+    "ResponseCache",
+    "RunInfo",
+    "Runner",
+    "Sources",
+    "Target",
+    "TaskInfo",
+    "build_cases",
+    "find_sources",
+    "jobs",
+    "load_samples",
+    "make_plan",
+    "score",
+    "write_report",
+]

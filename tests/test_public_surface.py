@@ -14,6 +14,14 @@ def test_all_names_exist_once(package: str) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
 
 
+def test_eval_does_not_import_the_proxy() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, eval.command; assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_strategies_do_not_import_the_http_edge() -> None:
     import subprocess
     import sys
