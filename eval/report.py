@@ -95,7 +95,8 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
         for (strategy,), treated in by_strategy.items():
             if strategy == BASELINE:
                 continue
-            for size in [*_order(s["size"] for s in treated), None]:
+            sizes = _order(s["size"] for s in treated)
+            for size in [*sizes, None] if len(sizes) > 1 else [None]:
                 pairs = [
                     (s["score"], base[s["case"]])
                     for s in treated
@@ -154,6 +155,8 @@ def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                 "p95_s": percentile(latencies, 95),
                 "n": len(scored),
                 "errors": len(scored) - len(answered),
+                # The strategy's own report (X-Context-Strategy) of falling back to one plain call.
+                "fallback_share": _mean([float("fallback" in (s.get("applied") or "")) for s in answered]),
             }
         base = per_strategy.get(BASELINE)
         for strategy, cost in per_strategy.items():
@@ -185,7 +188,7 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
         meta = info["tasks"].get(task, {})
         lines += [f"## {task}: {meta.get('title', '')}".rstrip(": "), ""]
         rows = [a for a in accuracy if a["task"] == task]
-        for variant in _order(a["variant"] for a in rows):
+        for variant in sorted({a["variant"] for a in rows}, key=lambda v: (v != "standard", v)):
             for size in _order(a["size"] for a in rows if a["variant"] == variant):
                 cells = [a for a in rows if a["variant"] == variant and a["size"] == size]
                 lines += _accuracy_table(cells, variant, size, meta, strategies_order)
@@ -260,15 +263,15 @@ def _cost_table(rows: list[dict[str, Any]], order: Sequence[str]) -> list[str]:
         "### Cost",
         "",
         "| strategy | upstream calls | tokens | p50 s | p95 s | calls vs none | tokens vs none | "
-        "p50 vs none | p95 vs none | errors |",
-        "|---" * 10 + "|",
+        "p50 vs none | p95 vs none | fell back | errors |",
+        "|---" * 11 + "|",
     ]
     for row in sorted(rows, key=lambda r: _rank(r["strategy"], order)):
         lines.append(
             f"| {row['strategy']} | {_num(row['calls'], 2)} | {_num(row['tokens'], 0)} | "
             f"{_num(row['p50_s'], 2)} | {_num(row['p95_s'], 2)} | {_num(row['calls_vs_none'], 2)} | "
             f"{_num(row['tokens_vs_none'], 2)} | {_num(row['p50_s_vs_none'], 2)} | "
-            f"{_num(row['p95_s_vs_none'], 2)} | {row['errors']} |"
+            f"{_num(row['p95_s_vs_none'], 2)} | {_num(row['fallback_share'], 2)} | {row['errors']} |"
         )
     return [*lines, ""]
 
