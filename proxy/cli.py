@@ -102,7 +102,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.proxy:
         return _reporting_eval_errors(lambda: run_eval(args, args.proxy))
-    with _upstream(settings) as upstream_url, _proxy_in_process(settings, upstream_url) as proxy_url:
+    with _upstream(settings, quiet=True) as upstream_url, _proxy_in_process(settings, upstream_url) as proxy_url:
         return _reporting_eval_errors(lambda: run_eval(args, proxy_url))
 
 
@@ -194,16 +194,16 @@ class _DrainingServer(uvicorn.Server):
 
 
 @contextlib.contextmanager
-def _upstream(settings: Settings) -> Iterator[str]:
+def _upstream(settings: Settings, *, quiet: bool = False) -> Iterator[str]:
     """The configured upstream, or the embedded model started for the life of the block."""
     if settings.upstream_url:
         yield settings.upstream_url
         return
-    with _local(settings) as model:
+    with _local(settings, quiet=quiet) as model:
         yield model.base_url
 
 
-def _local(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> LocalModel:
+def _local(settings: Settings, host: str = "127.0.0.1", port: int | None = None, *, quiet: bool = False) -> LocalModel:
     return LocalModel(
         settings.local_model_path,
         host=host,
@@ -212,6 +212,7 @@ def _local(settings: Settings, host: str = "127.0.0.1", port: int | None = None)
         context=settings.local_model_context,
         threads=settings.local_model_threads,
         startup_timeout=settings.local_model_startup_timeout,
+        quiet=quiet,
     )
 
 

@@ -13,9 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 import httpx
 import structlog
@@ -90,6 +92,7 @@ class LocalModel:
         context: int = 8192,
         threads: int | None = None,
         startup_timeout: float = 180.0,
+        quiet: bool = False,
     ) -> None:
         self.model_path = model_path or bundled_model_path()
         self.host = host
@@ -98,7 +101,10 @@ class LocalModel:
         self.context = context
         self.threads = threads
         self.startup_timeout = startup_timeout
+        self.quiet = quiet
+        """Send the server's own output (an access line per request) to a temporary file, not this terminal."""
         self._process: subprocess.Popen[bytes] | None = None
+        self._output: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:
@@ -120,7 +126,13 @@ class LocalModel:
             threads=self.threads,
         )
         log.info("starting local model", model=self.model_path.name, url=self.base_url)
-        self._process = subprocess.Popen(command, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        self._output = tempfile.TemporaryFile() if self.quiet else None  # noqa: SIM115 - closed by stop()
+        self._process = subprocess.Popen(
+            command,
+            stdout=self._output,
+            stderr=subprocess.STDOUT if self._output else None,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         try:
             self._wait_until_answering()
         except BaseException:
@@ -136,12 +148,20 @@ class LocalModel:
             while time.monotonic() < deadline:
                 assert self._process is not None
                 if self._process.poll() is not None:
-                    raise LocalModelError(f"local model server exited with status {self._process.returncode}")
+                    raise LocalModelError(
+                        f"local model server exited with status {self._process.returncode}{self._output_tail()}"
+                    )
                 with contextlib.suppress(httpx.HTTPError):
                     if client.post(f"{self.base_url}/chat/completions", json=probe).status_code == 200:
                         return
                 time.sleep(_POLL_SECONDS)
         raise LocalModelError(f"local model did not answer within {self.startup_timeout:g} s")
+
+    def _output_tail(self) -> str:
+        if self._output is None:
+            return ""
+        self._output.seek(0)
+        return ": " + self._output.read()[-2000:].decode(errors="replace")
 
     def wait(self) -> int:
         """Block until the server exits; returns its exit status."""
@@ -151,14 +171,12 @@ class LocalModel:
     def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after 10 s."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        output, self._output = self._output, None
+        with contextlib.ExitStack() as stack:
+            if output is not None:
+                stack.callback(output.close)
+            if process is not None and process.poll() is None:
+                _terminate(process)
 
     def __enter__(self) -> LocalModel:
         self.start()
@@ -178,3 +196,13 @@ def _die_with_parent() -> None:
         pr_set_pdeathsig = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     os.setpgrp()
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
