@@ -61,7 +61,7 @@ def test_report_md_agrees_with_samples_jsonl(report: Path) -> None:
         elif match := TABLE.match(line):
             variant, size = match["variant"], int(match["size"])
         elif line.startswith("| strategy | ") and variant is not None:
-            positions = [c.rsplit(" ", 1)[-1] for c in line.strip("|").split("|")[1:-1]]
+            positions = [c.strip().rsplit(" ", 1)[-1] for c in line.strip("|").split("|")[1:-1]]
         elif line.startswith("### "):
             variant = None
         elif line.startswith("| ") and variant is not None and positions and " ± " in line:
