@@ -35,6 +35,14 @@ PROFILES: dict[str, dict[str, Grid]] = {
     },
 }
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "litm-qa": (),
+    "litm-kv": (),
+    "swim": ("budget",),
+    "length": ("distraction", "problems", "max_tokens"),
+    "multifact": ("needles",),
+}
+"""The `--option TASK.KEY=VALUE` keys each task reads; anything else is a typo, refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +88,9 @@ def make_plan(
         task, _, key = name.partition(".")
         if task not in TASKS or not key or not value:
             raise ValueError(f"--option {text!r}: expected TASK.KEY=VALUE, e.g. swim.budget=3000")
+        if key not in OPTIONS[task]:
+            known = ", ".join(OPTIONS[task]) or "none"
+            raise ValueError(f"--option {text!r}: {task} has no option {key!r} (it has: {known})")
         if task in grids:
             grids[task] = replace(grids[task], options={**grids[task].options, key: value})
     return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))

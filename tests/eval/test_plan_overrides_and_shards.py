@@ -16,7 +16,7 @@ def test_overrides_apply_to_every_task_or_to_the_one_named() -> None:
         ["litm-qa=10,20", "litm-kv=75"],
         ["0%,50%,100%"],
         ["litm-qa=30", "litm-kv=10"],
-        ["litm-kv.unused=1"],
+        ["swim.budget=900"],
     )
     qa, kv = plan.tasks["litm-qa"], plan.tasks["litm-kv"]
     assert (qa.sizes, qa.positions, qa.samples) == ((10, 20), ("0%", "50%", "100%"), 30)
@@ -57,6 +57,7 @@ def test_the_reference_grid_is_the_one_the_issue_asks_for() -> None:
         ({"samples": ["0"]}, "positive"),
         ({"sizes": ["nope=10"]}, "unknown task"),
         ({"options": ["budget=10"]}, "TASK.KEY=VALUE"),
+        ({"options": ["swim.budjet=10"]}, "swim has no option 'budjet' \\(it has: budget\\)"),
     ],
 )
 def test_bad_overrides_are_refused_with_the_reason(kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
