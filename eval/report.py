@@ -135,9 +135,15 @@ def gaps(samples: Sequence[Sample]) -> list[dict[str, Any]]:
 
 
 def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
-    """Per task x strategy: upstream calls, tokens and latency, and each relative to `none` on the task."""
+    """Per task x strategy: upstream calls, tokens and latency, and each relative to `none` on the task.
+
+    `none` counts only the cases the other strategies also ran: its baseline-only cases (closed-book, oracle)
+    have other prompts and would skew every ratio."""
     rows = []
     for (task,), group in _group(samples, "task").items():
+        treated = {s["case"] for s in group if s["strategy"] != BASELINE}
+        if treated:
+            group = [s for s in group if s["strategy"] != BASELINE or s["case"] in treated]
         per_strategy = {}
         for (strategy,), scored in _group(group, "strategy").items():
             answered = [s for s in scored if not s["error"]]
@@ -261,6 +267,9 @@ def _gap_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequence
 def _cost_table(rows: list[dict[str, Any]], order: Sequence[str]) -> list[str]:
     lines = [
         "### Cost",
+        "",
+        "mean per answer, over the cases the strategies ran (the baselines' own cases left out); p50/p95 are "
+        "latencies as the client saw them, queueing included",
         "",
         "| strategy | upstream calls | tokens | p50 s | p95 s | calls vs none | tokens vs none | "
         "p50 vs none | p95 vs none | fell back | errors |",

@@ -42,7 +42,9 @@ def test_gap_recovered_as_the_issue_defines_it() -> None:
     assert gap_recovered({0: 1.0, 4: 1.0}, {0: 0.5, 4: 0.5}) is None
 
 
-def sample(strategy: str, position: int | None, index: int, score: float, variant: str = "standard") -> dict[str, Any]:
+def sample(
+    strategy: str, position: int | None, index: int, score: float, variant: str = "standard", prompt_tokens: int = 100
+) -> dict[str, Any]:
     return {
         "task": "litm-qa",
         "variant": variant,
@@ -57,7 +59,7 @@ def sample(strategy: str, position: int | None, index: int, score: float, varian
         "answer": "a" if score else "b",
         "score": score,
         "latency_s": 1.0 + (strategy != "none"),
-        "prompt_tokens": 100,
+        "prompt_tokens": prompt_tokens,
         "completion_tokens": 5,
         "upstream_calls": 1 if strategy == "none" else 2,
         "applied": strategy,
@@ -77,8 +79,9 @@ def report(tmp_path: Path) -> Path:
                 sample("none", position, i, float(none_score)),
                 sample("reorder", position, i, float(reorder_score)),
             ]
-        rows.append(sample("none", None, i, float(i < 1), "closed-book"))
-        rows.append(sample("none", None, i, 1.0, "oracle"))
+        # The baselines' prompts are shorter: they must not count in the cost of `none`.
+        rows.append(sample("none", None, i, float(i < 1), "closed-book", prompt_tokens=10))
+        rows.append(sample("none", None, i, 1.0, "oracle", prompt_tokens=20))
     info = RunInfo(
         "m",
         "http://proxy/v1",
@@ -125,7 +128,9 @@ def test_results_and_markdown_agree_with_the_samples(report: Path) -> None:
     gap = next(r for r in results["gap_recovered"] if r["strategy"] == "reorder")
     assert gap["value"] == pytest.approx((0.6 - 0.2) / (0.8 - 0.2))
     cost = next(r for r in results["cost"] if r["strategy"] == "reorder")
-    assert (cost["calls_vs_none"], cost["p50_s_vs_none"]) == (2.0, 2.0)
+    assert (cost["calls_vs_none"], cost["p50_s_vs_none"], cost["tokens_vs_none"]) == (2.0, 2.0, 1.0)
+    none_cost = next(r for r in results["cost"] if r["strategy"] == "none")
+    assert (none_cost["tokens"], none_cost["n"]) == (105, 15)
     assert "- a note" in markdown
 
 
