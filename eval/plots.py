@@ -71,6 +71,7 @@ def _position_plot(
         values = [a["value"] for a in baselines if a["variant"] == variant]
         if values:
             axes.axhline(sum(values) / len(values), linestyle="--", color=colour, label=variant)
+    axes.set_xticks(sorted({a["position"] for a in cells if a["position"] is not None}))
     axes.set_xlabel(meta.get("position_unit", "position"))
     axes.set_ylabel("accuracy")
     axes.set_ylim(-0.02, 1.02)
