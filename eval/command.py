@@ -115,7 +115,7 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
         args.seed,
         args.profile,
         tuple(notes),
-        {t: {k: str(v) for k, v in asdict(TASKS[t]).items()} for t in plan.tasks},
+        {t: asdict(TASKS[t]) for t in plan.tasks},
     )
     if shard is not None:
         write_samples(args.out, samples, info)

@@ -27,7 +27,7 @@ class RunInfo:
     seed: int
     profile: str
     notes: tuple[str, ...] = ()
-    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    tasks: dict[str, dict[str, str | bool]] = field(default_factory=dict)
     """Per task: its title, size unit and position unit."""
 
 

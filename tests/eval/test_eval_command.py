@@ -100,7 +100,11 @@ def test_the_run_writes_every_report_file(full_run: Path) -> None:
     assert {s["strategy"] for s in samples} == {"none", "reorder"}
     assert all(s["status"] == 400 and s["score"] == 0 for s in samples if s["task"] == "multifact")
     assert all(s["applied"] == "reorder" for s in samples if s["strategy"] == "reorder" and s["task"] == "litm-qa")
-    assert json.loads((full_run / "run.json").read_text())["model"] == "fake-model"
+    run = json.loads((full_run / "run.json").read_text())
+    assert run["model"] == "fake-model"
+    # The task descriptions keep their JSON types: multifact's positions are depths, not gold indices.
+    assert run["tasks"]["litm-qa"]["positional"] is True
+    assert run["tasks"]["multifact"]["positional"] is False
 
 
 def test_the_key_appears_in_no_output_file(full_run: Path) -> None:
