@@ -10,19 +10,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 from prometheus_client import Gauge
 
-from proxy.errors import ProxyError
-
-
-class Overloaded(ProxyError):
-    status = 503
-    type = "server_error"
-    code = "overloaded"
-
-
-class HeadersTooLarge(ProxyError):
-    status = 431
-    type = "invalid_request_error"
-    code = "headers_too_large"
+from proxy.errors import HeadersTooLarge, Overloaded, ProxyError
 
 
 @dataclass(slots=True)

@@ -7,17 +7,25 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
     │   ├── MalformedJSON            400 ... / invalid_json
     │   ├── InvalidMessages          400 ... / invalid_messages
     │   ├── InvalidDocuments         400 ... / invalid_documents
-    │   └── InvalidStrategy          400 ... / invalid_strategy
+    │   ├── InvalidStrategy          400 ... / invalid_strategy
+    │   ├── InvalidPath              400 ... / invalid_path
+    │   └── MalformedHTTP            400 ... / malformed_http (a protocol error; the connection is closed)
     ├── NotFound                     404 invalid_request_error / not_found
     ├── MethodNotAllowed             405 invalid_request_error / method_not_allowed
+    ├── RequestTimeout               408 invalid_request_error / request_timeout
     ├── PayloadTooLarge              413 invalid_request_error / payload_too_large
     ├── UnsupportedMediaType         415 invalid_request_error / unsupported_media_type
+    ├── HeadersTooLarge              431 invalid_request_error / headers_too_large
     ├── NotReady                     503 server_error / not_ready
     │   └── ShuttingDown             503 server_error / shutting_down
+    ├── Overloaded                   503 server_error / overloaded (in-flight or connection limit)
+    │   ├── MemoryBudgetExhausted    503 ... / memory_budget_exhausted
+    │   └── UpstreamPoolExhausted    503 ... / upstream_pool_exhausted (a local wait, not the upstream's)
     └── UpstreamError (also strategies.UpstreamFailure)
         ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
-        │   └── UpstreamConnectionLost  502 ... / upstream_connection_lost
+        │   ├── UpstreamConnectionLost  502 ... / upstream_connection_lost
+        │   └── UpstreamBodyTooLarge    502 ... / upstream_body_too_large (decoded bytes)
         ├── UpstreamTimeout          504 upstream_error / upstream_timeout
         ├── CallBudgetExhausted      502 upstream_error / call_budget_exhausted
         └── UpstreamStatusError      the upstream's own status and body, relayed as they came
@@ -73,6 +81,16 @@ class InvalidStrategy(InvalidRequest):
     code = "invalid_strategy"
 
 
+class InvalidPath(InvalidRequest):
+    code = "invalid_path"
+
+
+class MalformedHTTP(InvalidRequest):
+    """The bytes on the connection are not a valid HTTP/1.1 request; the connection is closed after this."""
+
+    code = "malformed_http"
+
+
 class NotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
@@ -85,6 +103,14 @@ class MethodNotAllowed(ProxyError):
     code = "method_not_allowed"
 
 
+class RequestTimeout(ProxyError):
+    """The client did not send its request head or body within the read timeouts."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
@@ -95,6 +121,30 @@ class UnsupportedMediaType(ProxyError):
     status = 415
     type = "invalid_request_error"
     code = "unsupported_media_type"
+
+
+class HeadersTooLarge(ProxyError):
+    status = 431
+    type = "invalid_request_error"
+    code = "headers_too_large"
+
+
+class Overloaded(ProxyError):
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+
+
+class MemoryBudgetExhausted(Overloaded):
+    """Taking this body would put the bytes the process holds over max_buffered_bytes."""
+
+    code = "memory_budget_exhausted"
+
+
+class UpstreamPoolExhausted(Overloaded):
+    """No upstream connection came free in time: a wait inside the proxy, never the upstream's fault."""
+
+    code = "upstream_pool_exhausted"
 
 
 class NotReady(ProxyError):
@@ -131,6 +181,12 @@ class UpstreamConnectionLost(UpstreamProtocolError):
     """The connection broke (reset, closed early) before or while the upstream answered."""
 
     code = "upstream_connection_lost"
+
+
+class UpstreamBodyTooLarge(UpstreamProtocolError):
+    """The upstream's answer, decompressed, is larger than the proxy reads."""
+
+    code = "upstream_body_too_large"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -81,6 +81,68 @@ class Settings(BaseSettings):
         description="Largest request body accepted, in bytes; larger ones get 413 before being read whole. "
         "16 MiB holds a 128k-token context several times over.",
     )
+    max_documents: int = Field(
+        2_000,
+        ge=1,
+        description="Most documents one request may carry to a strategy (detected or in the `documents` field); "
+        "more get 413. A 128k-token context holds about 1,000 short passages.",
+    )
+    max_document_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of document text one request may carry to a strategy; more get 413.",
+    )
+    header_read_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a connection has to send a whole request head (request line and headers); a slower "
+        "one gets 408 and is closed, so dribbling header bytes cannot hold a connection.",
+    )
+    body_read_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds a client has to send its whole request body once the headers are in; a slower one "
+        "gets 408. Requests count against max_in_flight only once their body is read.",
+    )
+    keepalive_timeout: float = Field(
+        5.0, gt=0, description="Seconds an idle keep-alive connection is kept open between two requests."
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Open client connections per process, idle ones included; a connection over it gets 503 "
+        "and is closed at once.",
+    )
+    max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="Largest request head (all header lines together); larger gets 431."
+    )
+    max_header_count: int = Field(100, ge=1, description="Most request headers; more get 431.")
+    upstream_deadline: float = Field(
+        900.0,
+        gt=0,
+        description="Seconds one upstream attempt may take in all, streamed bodies included: a stream or body "
+        "that trickles bytes just often enough to beat upstream_timeout is still cut here.",
+    )
+    max_upstream_body_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Largest upstream answer the proxy reads whole (a non-streamed completion, an error body), "
+        "counted after decompression; past it, 502. 8 MiB holds a completion with logprobs for thousands of "
+        "tokens.",
+    )
+    max_buffered_bytes: int = Field(
+        768 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Most bytes of request and upstream bodies the whole process holds at once; a request that "
+        "would go past it gets 503 with Retry-After. Sized so the pod's 2 GiB memory limit holds it with the "
+        "model, the embedder and the JSON parsed from those bytes.",
+    )
+    retry_budget: int = Field(
+        4,
+        ge=0,
+        description="Retries one client request may spend across all its upstream calls (a medoid fan-out "
+        "shares it); worst case per request: the strategy's calls + retry_budget.",
+    )
     default_strategies: dict[str, str] = Field(
         default_factory=dict,
         description="Strategy selection per model when a request names none, e.g. "
