@@ -6,19 +6,23 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
 import structlog
 from litestar import Litestar, MediaType, Request, Response
 from litestar.datastructures import State
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
+from litestar.types import HTTPScope, LifeSpanReceive, LifeSpanScope, LifeSpanSend, Receive, Scope, Send
 
-from proxy.admission import Admission, AdmissionMiddleware
+from proxy.admission import Admission, AdmissionMiddleware, send_error
+from proxy.budget import MemoryBudget
 from proxy.errors import (
+    InvalidPath,
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
@@ -26,6 +30,7 @@ from proxy.errors import (
     ProxyError,
     UpstreamStatusError,
 )
+from proxy.paths import canonical_path, encoded_path
 from proxy.request_log import record_of, stamp_and_log
 from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
@@ -75,6 +80,8 @@ def create_app(
             stall_seconds=settings.upstream_timeout,
             max_event_bytes=settings.max_event_bytes,
             max_stream_bytes=settings.max_stream_bytes,
+            deadline_seconds=settings.upstream_deadline,
+            max_body_bytes=settings.max_upstream_body_bytes,
         ),
         transport=transport,
     )
@@ -105,11 +112,19 @@ def create_app(
                 loading.cancel()
             await upstream.aclose()
 
-    admission = Admission(max_in_flight=settings.max_in_flight, gauge=state.metrics.in_flight)
+    admission = Admission(
+        max_in_flight=settings.max_in_flight,
+        budget=MemoryBudget(settings.max_buffered_bytes),
+        max_body_bytes=settings.max_body_bytes,
+        body_read_timeout=settings.body_read_timeout,
+        max_header_count=settings.max_header_count,
+        max_header_bytes=settings.max_header_bytes,
+        gauge=state.metrics.in_flight,
+    )
     if real_embedder is not None:
         state.metrics.watch_cache(lambda: (real_embedder.hits, real_embedder.misses))
     state.admission = admission
-    return Litestar(
+    return ProxyApp(
         route_handlers=ROUTES,
         middleware=[ServerSpanMiddleware, DefineMiddleware(AdmissionMiddleware, admission=admission)],
         state=State({"proxy": state}),
@@ -121,6 +136,28 @@ def create_app(
         logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
         debug=False,
     )
+
+
+class ProxyApp(Litestar):
+    """The Litestar app, given one canonical path per request before it routes: a path that is not plain
+    (see `proxy.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
+
+    async def __call__(
+        self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive, send: Send | LifeSpanSend
+    ) -> None:
+        if scope["type"] == ScopeType.HTTP:
+            http = cast(HTTPScope, scope)
+            try:
+                # Some servers and test clients leave the query on raw_path; the query is query_string's.
+                raw = (http.get("raw_path") or http["path"].encode()).split(b"?", 1)[0]
+                path = canonical_path(raw)
+            except InvalidPath as error:
+                log.warning("request path refused", reason=error.message)
+                await send_error(cast(Send, send), error)
+                return
+            http["path"] = path
+            http["raw_path"] = encoded_path(path).encode()
+        await super().__call__(scope, receive, send)
 
 
 async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedder) -> None:

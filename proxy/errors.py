@@ -19,13 +19,13 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
     ├── NotReady                     503 server_error / not_ready
     │   └── ShuttingDown             503 server_error / shutting_down
     ├── Overloaded                   503 server_error / overloaded (in-flight or connection limit)
-    │   ├── MemoryBudgetExhausted    503 ... / memory_budget_exhausted
-    │   └── UpstreamPoolExhausted    503 ... / upstream_pool_exhausted (a local wait, not the upstream's)
+    │   └── MemoryBudgetExhausted    503 ... / memory_budget_exhausted
     └── UpstreamError (also strategies.UpstreamFailure)
         ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
         │   ├── UpstreamConnectionLost  502 ... / upstream_connection_lost
         │   └── UpstreamBodyTooLarge    502 ... / upstream_body_too_large (decoded bytes)
+        ├── UpstreamPoolExhausted    503 server_error / upstream_pool_exhausted (a wait inside the proxy)
         ├── UpstreamTimeout          504 upstream_error / upstream_timeout
         ├── CallBudgetExhausted      502 upstream_error / call_budget_exhausted
         └── UpstreamStatusError      the upstream's own status and body, relayed as they came
@@ -141,12 +141,6 @@ class MemoryBudgetExhausted(Overloaded):
     code = "memory_budget_exhausted"
 
 
-class UpstreamPoolExhausted(Overloaded):
-    """No upstream connection came free in time: a wait inside the proxy, never the upstream's fault."""
-
-    code = "upstream_pool_exhausted"
-
-
 class NotReady(ProxyError):
     status = 503
     type = "server_error"
@@ -187,6 +181,15 @@ class UpstreamBodyTooLarge(UpstreamProtocolError):
     """The upstream's answer, decompressed, is larger than the proxy reads."""
 
     code = "upstream_body_too_large"
+
+
+class UpstreamPoolExhausted(UpstreamError):
+    """No upstream connection came free in time: a wait inside the proxy, never blamed on the upstream.
+    An UpstreamError all the same, so a strategy's fan-out treats it like any failed call."""
+
+    status = 503
+    type = "server_error"
+    code = "upstream_pool_exhausted"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from proxy.errors import InvalidMessages, InvalidRequest, MalformedJSON, PayloadTooLarge, UnsupportedMediaType
-
-
-async def read_limited(chunks: AsyncIterator[bytes], declared_length: str | None, limit: int) -> bytes:
-    """The request body, refused as soon as it is known to exceed `limit` bytes (never read whole).
-
-    Raises:
-        PayloadTooLarge: the declared or actual length is over the limit.
-    """
-    too_large = PayloadTooLarge(f"request body larger than the limit of {limit} bytes")
-    if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
+from proxy import json_text
+from proxy.errors import InvalidMessages, InvalidRequest, MalformedJSON, UnsupportedMediaType
 
 
 def require_json(content_type: str | None) -> None:
@@ -39,11 +23,11 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object.
 
     Raises:
-        MalformedJSON: not UTF-8 JSON, or not an object.
+        MalformedJSON: not UTF-8 JSON text (RFC 8259: no `NaN`, no lone surrogates), or not an object.
     """
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError) as error:
+        value = json_text.loads(raw)
+    except ValueError as error:
         raise MalformedJSON(f"request body is not valid JSON: {error}") from None
     if not isinstance(value, dict):
         raise MalformedJSON("request body must be a JSON object")
@@ -92,6 +76,7 @@ def _check_message(message: Any, where: str) -> None:
             raise InvalidMessages(f"'{part_where}.text' must be a string", param=f"{part_where}.text")
 
 
+# The one list of names by which a request could pick the upstream or its key, refused on every route.
 UPSTREAM_OVERRIDE_FIELDS = ("base_url", "api_base", "upstream_url", "api_key")
 UPSTREAM_OVERRIDE_HEADERS = (
     "x-upstream-url",
@@ -102,15 +87,34 @@ UPSTREAM_OVERRIDE_HEADERS = (
 )
 
 
-def reject_upstream_overrides(headers: Mapping[str, str], body: Mapping[str, Any]) -> None:
+def reject_upstream_overrides(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> None:
     """The upstream and its key come from settings only: a request that tries to set them is refused.
 
     Raises:
         InvalidRequest: a body field or header names an upstream URL or key.
     """
-    for name in UPSTREAM_OVERRIDE_FIELDS:
-        if name in body:
-            raise InvalidRequest(f"'{name}' cannot be set by a request; the upstream is configured", param=name)
     for name in UPSTREAM_OVERRIDE_HEADERS:
         if name in headers:
             raise InvalidRequest(f"header {name} is not accepted; the upstream is configured", param=name)
+    for name in UPSTREAM_OVERRIDE_FIELDS:
+        if body is not None and name in body:
+            raise InvalidRequest(f"'{name}' cannot be set by a request; the upstream is configured", param=name)
+
+
+def json_fields(raw: bytes, content_type: str | None) -> Mapping[str, Any] | None:
+    """The top-level fields of a pass-through JSON body, when one could name an override; else None.
+
+    Pass-through bodies can be large (embedding inputs) and are relayed as bytes, so they are parsed only
+    when an override name, or an escape that could spell one, occurs in them.
+    """
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        return None
+    if b"\\u" not in raw and not any(f'"{name}"'.encode() in raw for name in UPSTREAM_OVERRIDE_FIELDS):
+        return None
+    try:
+        # Lenient on purpose: whatever an upstream's parser would still read as a field must be seen here.
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None

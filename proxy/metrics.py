@@ -64,8 +64,12 @@ class ProxyMetrics:
         self.registry.register(_CacheCollector(counts))
 
     def model_label(self, model: str | None) -> str:
+        """The label value of a client-named model: bounded in count, length and alphabet, so that no request
+        can make a series that breaks a scrape or grows without end."""
         if not model:
             return "none"
+        if not _valid_label(model):
+            return "invalid"
         if model in self._models or len(self._models) < MAX_MODEL_LABELS:
             self._models.add(model)
             return model
@@ -95,6 +99,19 @@ class ProxyMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+_MAX_LABEL = 128
+
+
+def _valid_label(value: str) -> bool:
+    if len(value) > _MAX_LABEL or not value.isprintable():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def strategy_label(applied: str) -> str:

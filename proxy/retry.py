@@ -9,6 +9,7 @@ the first byte of a stream reached the client.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,21 +48,31 @@ class RetryPolicy:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait an upstream asked for, from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    """The wait an upstream asked for, from `retry-after-ms` or `retry-after` (seconds or an HTTP date).
+
+    None when neither is there or the value is not a finite, non-negative number or a date: a `nan`, `-inf`
+    or `-5000` must not remove the backoff, so the caller falls back to it.
+    """
     lowered = {k.lower(): v for k, v in headers.items()}
     if "retry-after-ms" in lowered:
         try:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+            milliseconds = _finite_non_negative(float(lowered["retry-after-ms"]))
         except ValueError:
-            pass
+            milliseconds = None
+        if milliseconds is not None:
+            return milliseconds / 1000
     value = lowered.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        return _finite_non_negative(float(value))
     except ValueError:
         pass
     try:
         return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
     except (TypeError, ValueError):
         return None
+
+
+def _finite_non_negative(value: float) -> float | None:
+    return value if math.isfinite(value) and value >= 0 else None

@@ -3,28 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
+import httpx
+import structlog
 from litestar import Request, Response, get, post, route
 from litestar.enums import HttpMethod
 from litestar.params import FromPath
 from litestar.response import Stream
 
+from proxy import json_text
+from proxy.admission import LEASE_KEY
+from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
-from proxy.errors import InvalidDocuments, NotReady, ProxyError, ShuttingDown, UpstreamError
-from proxy.intake import check_chat_body, parse_json_object, read_limited, reject_upstream_overrides, require_json
+from proxy.errors import (
+    InvalidDocuments,
+    NotReady,
+    PayloadTooLarge,
+    ProxyError,
+    ShuttingDown,
+    UpstreamError,
+    UpstreamProtocolError,
+)
+from proxy.intake import check_chat_body, json_fields, parse_json_object, reject_upstream_overrides, require_json
+from proxy.key_guard import KeyGuard
+from proxy.paths import encoded_path
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
-from proxy.upstream import HOP_BY_HOP, forwarded_headers
+from proxy.upstream_headers import HOP_BY_HOP, forwarded_headers
 from strategies import (
+    ChatRequest,
     Completion,
     CompletionStream,
     DocumentFieldError,
+    DocumentLimitError,
+    DocumentLimits,
+    Pipeline,
     PipelineResult,
     UpstreamFailure,
     parse_request,
@@ -32,8 +50,11 @@ from strategies import (
 )
 
 T = TypeVar("T")
+log = structlog.get_logger("contextlift")
 _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-_NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server"}
+# Bodies are relayed decoded (see proxy.bodies), so their length and encoding headers no longer apply;
+# an upstream's cookies are its own (see the README, "Cookies").
+_NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server", "set-cookie"}
 
 
 class ClientDisconnected(Exception):
@@ -48,32 +69,33 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if state.shutting_down:
         raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
     require_json(request.headers.get("content-type"))
-    body = parse_json_object(
-        await read_limited(request.stream(), request.headers.get("content-length"), state.settings.max_body_bytes)
-    )
+    raw = await request.body()
+    body = await _off_loop(parse_json_object, raw) if len(raw) > _LARGE_BODY else parse_json_object(raw)
     check_chat_body(body)
     reject_upstream_overrides(request.headers, body)
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     pipeline = state.select_pipeline(request.headers, body)
-    try:
-        chat = parse_request(body)
-    except DocumentFieldError as error:
-        raise InvalidDocuments(str(error), param="documents") from None
+    chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
     record.documents = len(chat.documents)
     record.strategy = pipeline.label
     if pipeline.needs_embedder:
         await _embedder_ready(state)
-    upstream = state.upstream.for_request(request.headers, state.settings.max_upstream_calls)
+    upstream = state.upstream.for_request(
+        request.headers,
+        state.settings.max_upstream_calls,
+        retry_budget=state.settings.retry_budget,
+        lease=request.scope.get("state", {}).get(LEASE_KEY),
+    )
     record.ledger = upstream.ledger
+    guard = upstream.guard
     work = run_pipeline(pipeline, chat, upstream, state.services)
     if chat.stream and chat.documents and not pipeline.streams_directly:
         # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
         record.planned_calls = pipeline.max_upstream_calls()
-        keepalive = state.settings.stream_keepalive
-        return Stream(_stream_when_done(work, record, chat.body, keepalive), media_type="text/event-stream",
+        return Stream(_stream_when_done(work, record, chat.body, state, guard), media_type="text/event-stream",
                       headers=_STREAM_HEADERS)  # fmt: skip
     try:
-        result = await _unless_disconnected(request, work)
+        result = await _unless_disconnected(request, work, state)
     except ClientDisconnected:
         record.finish(CLIENT_CLOSED_REQUEST)
         return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
@@ -82,18 +104,45 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise
     record.strategy = result.applied
     outcome = result.outcome
+    headers = guard.blank_headers(outcome.headers)
     if isinstance(outcome, Completion) and not chat.stream:
-        content = json.dumps(outcome.body, ensure_ascii=False).encode()
-        return Response(content, media_type="application/json", headers=dict(outcome.headers))
+        try:
+            content = guard.blank(json_text.dumps(outcome.body).encode())
+        except ValueError:
+            raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
+        return Response(content, media_type="application/json", headers=headers)
     if isinstance(outcome, Completion):
-        frames = _completion_frames(outcome, chat.body)
-        return Stream(frames, media_type="text/event-stream", headers={**outcome.headers, **_STREAM_HEADERS})
+        frames = _completion_frames(outcome, chat.body, guard)
+        return Stream(frames, media_type="text/event-stream", headers={**headers, **_STREAM_HEADERS})
     usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
     return Stream(
-        _relay(outcome, record, usage, state),
+        _relay(outcome, record, usage, state, guard),
         media_type="text/event-stream",
-        headers={**outcome.headers, **_STREAM_HEADERS},
+        headers={**headers, **_STREAM_HEADERS},
     )
+
+
+_LARGE_BODY = 1024 * 1024
+"""Request bodies beyond this are parsed in a worker thread: tens of milliseconds of CPU off the event loop."""
+
+
+async def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` in a worker thread, so the event loop (and `/healthz`) keeps answering meanwhile."""
+    return await anyio.to_thread.run_sync(function, *args)
+
+
+async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
+    """The request with its documents found, in a worker thread and within the document limits.
+
+    Detection runs only for pipelines that have steps: `none` never reads, let alone changes, a prompt.
+    """
+    limits = DocumentLimits(state.settings.max_documents, state.settings.max_document_bytes)
+    try:
+        return await _off_loop(lambda: parse_request(body, limits=limits))
+    except DocumentLimitError as error:
+        raise PayloadTooLarge(str(error), param="documents") from None
+    except DocumentFieldError as error:
+        raise InvalidDocuments(str(error), param="documents") from None
 
 
 async def _embedder_ready(state: ProxyState) -> None:
@@ -106,34 +155,41 @@ async def _embedder_ready(state: ProxyState) -> None:
         raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
 
 
-def _completion_frames(completion: Completion, body: Mapping[str, Any]) -> list[bytes]:
+def _completion_frames(completion: Completion, body: Mapping[str, Any], guard: KeyGuard) -> list[bytes]:
     options = body.get("stream_options")
     include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
     chunks = completion_chunks(completion.body, include_usage=include_usage)
-    return [*(json_frame(c) for c in chunks), DONE_FRAME]
+    return [*(guard.blank(json_frame(c)) for c in chunks), DONE_FRAME]
 
 
 async def _stream_when_done(
-    work: Awaitable[PipelineResult], record: RequestRecord, body: Mapping[str, Any], keepalive: float
+    work: Awaitable[PipelineResult], record: RequestRecord, body: Mapping[str, Any], state: ProxyState, guard: KeyGuard
 ) -> AsyncIterator[bytes]:
-    """Keep-alive comments until the pipeline is done, then its completion as chunks, then `[DONE]`."""
-    task = asyncio.ensure_future(work)
+    """Keep-alive comments until the pipeline is done, then its completion as chunks, then `[DONE]`.
+
+    Whatever fails on the way (the upstream, a strategy, the drain deadline, a bug) ends the stream with
+    an error event and `[DONE]`: a client never sees a stream cut without one.
+    """
+    task: asyncio.Future[PipelineResult] = asyncio.ensure_future(work)
+    keepalive = state.settings.stream_keepalive
     ended = False
     try:
-        while not task.done():
-            await asyncio.wait({task}, timeout=keepalive)
-            if not task.done():
-                yield comment_frame()
         try:
+            while not task.done():
+                waits: set[asyncio.Future[Any]] = {task, state.drain_started()}
+                await asyncio.wait(waits, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
+                if state.draining_expired():
+                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
+                if not task.done():
+                    yield comment_frame()
             result = task.result()
-        except UpstreamFailure as error:
-            yield _error_frame(error, record)
-            yield DONE_FRAME
-            ended = True
-            return
-        record.strategy = result.applied
-        assert isinstance(result.outcome, Completion)
-        for frame in _completion_frames(result.outcome, body):
+            record.strategy = result.applied
+            if not isinstance(result.outcome, Completion):
+                raise UpstreamProtocolError("the strategy produced a stream where a completion was expected")
+            frames = _completion_frames(result.outcome, body, guard)
+        except Exception as error:  # every failure becomes the stream's error event; see the docstring
+            frames = [_error_frame(error, record), DONE_FRAME]
+        for frame in frames:
             yield frame
         ended = True
     finally:
@@ -146,25 +202,25 @@ async def _stream_when_done(
 
 
 async def _relay(
-    stream: CompletionStream, record: RequestRecord, usage: StreamUsage, state: ProxyState
+    stream: CompletionStream, record: RequestRecord, usage: StreamUsage, state: ProxyState, guard: KeyGuard
 ) -> AsyncIterator[bytes]:
-    """The upstream's events re-framed one by one, then `[DONE]`; a failure mid-way becomes an error event."""
+    """The upstream's events re-framed one by one, then `[DONE]`; any failure mid-way (the upstream, the
+    drain deadline, a bug) becomes an error event before `[DONE]`."""
     ended = False
+    events = aiter(stream.events())
     try:
         try:
-            async for data in stream.events():
-                if state.draining_expired():
-                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
+            while True:
+                data = await _next_or_drained(events, state)
+                if data is None:
+                    break
                 usage.observe(data)
                 record.first_event()
-                yield data_frame(data)
+                yield guard.blank(data_frame(data))
             missing = usage.missing_chunk()
             if missing is not None:
                 yield json_frame(missing)
-        except ShuttingDown as error:
-            record.error = error.code
-            yield json_frame(error.envelope())
-        except UpstreamFailure as error:
+        except Exception as error:  # every failure becomes the stream's error event; see the docstring
             yield _error_frame(error, record)
         yield DONE_FRAME
         ended = True
@@ -175,26 +231,58 @@ async def _relay(
             record.finish(CLIENT_CLOSED_REQUEST)
 
 
-def _error_frame(error: UpstreamFailure, record: RequestRecord) -> bytes:
-    """The error event that ends a stream whose upstream failed after the response started."""
-    proxy_error = error if isinstance(error, ProxyError) else UpstreamError(str(error))
+async def _next_or_drained(events: AsyncIterator[str], state: ProxyState) -> str | None:
+    """The next event, None at the end; ShuttingDown once the drain deadline passes, even mid-silence."""
+    if state.draining_expired():
+        raise ShuttingDown("the proxy is shutting down; the stream was ended")
+    following = asyncio.ensure_future(anext(events))
+    try:
+        waits: set[asyncio.Future[Any]] = {following, state.drain_started()}
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not following.done():
+            following.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(following, return_exceptions=True)
+    if not following.done() or following.cancelled():
+        raise ShuttingDown("the proxy is shutting down; the stream was ended")
+    try:
+        return following.result()
+    except StopAsyncIteration:
+        return None
+
+
+def _error_frame(error: Exception, record: RequestRecord) -> bytes:
+    """The error event that ends a stream whose response already started."""
+    if isinstance(error, ProxyError):
+        proxy_error = error
+    elif isinstance(error, UpstreamFailure):
+        proxy_error = UpstreamError(str(error))
+    else:
+        log.exception("stream failed", error_type=type(error).__name__)
+        proxy_error = ProxyError("internal error in the proxy; see its logs")
     record.error = proxy_error.code
     return json_frame(proxy_error.envelope())
 
 
-async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:
-    """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first."""
+async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T], state: ProxyState) -> T:
+    """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first, or
+    answering 503 with Retry-After if it is still waiting when the drain deadline passes."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(request))
+    drained = state.drain_started()
     try:
-        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        waits: set[asyncio.Future[Any]] = {task, watcher, drained}
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watcher.cancel()
     if task in done:
         return task.result()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    raise ClientDisconnected
+    if watcher in done:
+        raise ClientDisconnected
+    raise ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"})
 
 
 async def _disconnected(request: Request[Any, Any, Any]) -> None:
@@ -203,7 +291,7 @@ async def _disconnected(request: Request[Any, Any, Any]) -> None:
 
 
 @get("/v1/models")
-async def list_models(request: Request[Any, Any, Any]) -> Stream:
+async def list_models(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
     """The upstream's model list, as it answered."""
     return await _pass_through(request, "models")
 
@@ -212,38 +300,62 @@ async def list_models(request: Request[Any, Any, Any]) -> Stream:
     "/v1/{path:path}",
     http_method=[HttpMethod.GET, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE],
 )
-async def pass_through(request: Request[Any, Any, Any], path: FromPath[str]) -> Stream:
-    """Any other `/v1` endpoint (embeddings, completions, files ...), relayed unchanged."""
+async def pass_through(request: Request[Any, Any, Any], path: FromPath[str]) -> Response[bytes] | Stream:
+    """Any other `/v1` endpoint (embeddings, completions, files ...), relayed unchanged but for the key."""
     return await _pass_through(request, path.lstrip("/"))
 
 
-async def _pass_through(request: Request[Any, Any, Any], path: str) -> Stream:
+async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[bytes] | Stream:
     state = proxy_state(request)
     record = record_of(request.scope)
-    content = await read_limited(request.stream(), request.headers.get("content-length"), state.settings.max_body_bytes)
+    content = await request.body()
+    fields = json_fields(content, request.headers.get("content-type"))
+    reject_upstream_overrides(request.headers, fields)
     headers = forwarded_headers(request.headers, state.upstream.api_key)
-    upstream_request = state.upstream.build_request(
-        request.method, path, headers=headers, content=content or None, params=request.url.query or None
+    guard = KeyGuard.for_headers(headers)
+    upstream = state.upstream
+    upstream_request = upstream.build_request(
+        request.method, encoded_path(path), headers=headers, content=content or None, params=request.url.query or None
     )
+    deadline = upstream.deadline()
     record.ledger.started()
     try:
-        response = await state.upstream.send(upstream_request)
+        response = await upstream.send(upstream_request)
     except UpstreamError as error:
         record.ledger.failed(error)
         record.ledger.finished()
         record.error = error.code
         raise
+    relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in _NOT_RELAYED})
+    if response.status_code >= 400:
+        # Error bodies are small and are where keys get echoed: read whole, bounded, and blanked.
+        try:
+            body = await upstream.read(response, request.scope.get("state", {}).get(LEASE_KEY), deadline)
+        except UpstreamError as error:
+            record.error = error.code
+            raise
+        finally:
+            await response.aclose()
+            record.ledger.finished()
+        return Response(guard.blank(body), status_code=response.status_code, headers=relayed)
 
     async def relay() -> AsyncIterator[bytes]:
+        limits = upstream.stream_limits
+        chunks = decoded_chunks(
+            response, max_bytes=limits.max_stream_bytes, stall_seconds=limits.stall_seconds, deadline=deadline
+        )
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in guard.blank_stream(chunks):
                 yield chunk
+        except (UpstreamError, httpx.HTTPError) as error:
+            # The status is sent: all that can be done is end the body early, and say why in the log.
+            record.error = error.code if isinstance(error, UpstreamError) else type(error).__name__
+            log.warning("pass-through body cut", path=path, error=str(error))
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
                 record.ledger.finished()
 
-    relayed = {k: v for k, v in response.headers.items() if k.lower() not in _NOT_RELAYED}
     return Stream(relay(), status_code=response.status_code, headers=relayed)
 
 

@@ -52,7 +52,10 @@ class Settings(BaseSettings):
         description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
     )
     max_event_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, description="Largest single upstream SSE event; a larger one ends the stream."
+        1024 * 1024,
+        ge=1024,
+        description="Largest single upstream SSE event; a larger one ends the stream. A chat chunk is a few "
+        "hundred bytes; every open stream may buffer this much, so it is part of the memory arithmetic.",
     )
     max_stream_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Most bytes relayed from one upstream stream; then it is cut off."
@@ -131,11 +134,13 @@ class Settings(BaseSettings):
         "tokens.",
     )
     max_buffered_bytes: int = Field(
-        768 * 1024 * 1024,
+        320 * 1024 * 1024,
         ge=1024 * 1024,
-        description="Most bytes of request and upstream bodies the whole process holds at once; a request that "
-        "would go past it gets 503 with Retry-After. Sized so the pod's 2 GiB memory limit holds it with the "
-        "model, the embedder and the JSON parsed from those bytes.",
+        description="Most bytes of request bodies and upstream answers read whole that the process holds at "
+        "once; a request that would go past it gets 503 with Retry-After. The arithmetic for the 2 GiB pod "
+        "in deploy/: each buffered byte is held about three times (raw, parsed, re-serialised): 3 x 320 MiB; "
+        "plus max_in_flight streams x max_event_bytes of SSE buffer (256 x 1 MiB) and 64 KiB relay pieces "
+        "(16 MiB); plus ~710 MiB of model, embedder and runtime: about 1.9 GiB.",
     )
     retry_budget: int = Field(
         4,

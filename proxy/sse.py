@@ -30,7 +30,9 @@ class SSEDecoder:
     """Incremental SSE parser (the WHATWG algorithm, minus `id` and `retry`, which chat streams don't use)."""
 
     def __init__(self, max_event_bytes: int) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0
+        """Bytes at the start of the buffer already known to hold no line break: never searched twice."""
         self._data: list[str] = []
         self._event: str | None = None
         self._event_bytes = 0
@@ -39,13 +41,16 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
         """The events completed by this chunk.
 
+        Linear in the bytes fed, however they are split: a line arriving in many small writes is searched
+        once, not once per write.
+
         Raises:
             SSEProtocolError: one event grew past the size limit.
         """
         self._buffer += chunk
         while True:
-            line, found = self._next_line()
-            if not found:
+            line = self._next_line()
+            if line is None:
                 if len(self._buffer) + self._event_bytes > self._max_event_bytes:
                     raise SSEProtocolError(f"upstream event larger than {self._max_event_bytes} bytes")
                 return
@@ -56,24 +61,32 @@ class SSEDecoder:
     def flush(self) -> Iterator[SSEEvent]:
         """The last event, if the stream ended without the blank line that should close it."""
         if self._buffer:
-            event = self._take_line(self._buffer)
-            self._buffer = b""
+            event = self._take_line(bytes(self._buffer))
+            self._buffer = bytearray()
+            self._scanned = 0
             if event is not None:
                 yield event
         event = self._take_line(b"")
         if event is not None:
             yield event
 
-    def _next_line(self) -> tuple[bytes, bool]:
-        for index, byte in enumerate(self._buffer):
-            if byte in (0x0A, 0x0D):
-                line = self._buffer[:index]
-                skip = 2 if self._buffer[index : index + 2] == b"\r\n" else 1
-                if byte == 0x0D and index + 1 == len(self._buffer):
-                    return b"", False  # a lone CR at the end may be the first half of CRLF
-                self._buffer = self._buffer[index + skip :]
-                return line, True
-        return b"", False
+    def _next_line(self) -> bytes | None:
+        buffer = self._buffer
+        newline = buffer.find(b"\n", self._scanned)
+        limit = len(buffer) if newline < 0 else newline
+        carriage = buffer.find(b"\r", self._scanned, limit)
+        index = carriage if carriage >= 0 else newline
+        if index < 0:
+            self._scanned = len(buffer)
+            return None
+        if buffer[index] == 0x0D and index + 1 == len(buffer):
+            self._scanned = index  # a lone CR at the end may be the first half of CRLF
+            return None
+        skip = 2 if buffer[index : index + 2] == b"\r\n" else 1
+        line = bytes(buffer[:index])
+        del buffer[: index + skip]
+        self._scanned = 0
+        return line
 
     def _take_line(self, raw: bytes) -> SSEEvent | None:
         if not raw:

@@ -37,15 +37,34 @@ class ProxyState:
     shutting_down: bool = False
     drain_deadline: float | None = None
     """Monotonic time after which open streams end with an error event rather than be cut off."""
+    _drained: asyncio.Future[None] | None = None
 
     def begin_shutdown(self, grace: float) -> None:
-        """Refuse new work from now on; streams still open at the end of `grace` get an error event."""
+        """Refuse new work from now on; streams still open at the end of `grace` get an error event, and
+        requests still waiting a 503. Call it on the event loop's thread (signal handlers run there)."""
         self.shutting_down = True
         # Half a second before the server's own cut-off, so the error event still reaches the client.
         self.drain_deadline = time.monotonic() + max(0.0, grace - 0.5)
+        if self._drained is not None:
+            self._schedule_drain(self._drained)
 
     def draining_expired(self) -> bool:
         return self.drain_deadline is not None and time.monotonic() >= self.drain_deadline
+
+    def drain_started(self) -> asyncio.Future[None]:
+        """A future done once the drain deadline has passed: what every waiting request and open stream
+        waits on beside its own work, so none outlives the grace period without an answer."""
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+            if self.drain_deadline is not None:
+                self._schedule_drain(self._drained)
+        return self._drained
+
+    def _schedule_drain(self, drained: asyncio.Future[None]) -> None:
+        assert self.drain_deadline is not None
+        loop = drained.get_loop()
+        delay = max(0.0, self.drain_deadline - time.monotonic())
+        loop.call_soon_threadsafe(loop.call_later, delay, _finish, drained)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -86,6 +105,11 @@ class ProxyState:
         model = body.get("model")
         default = self.default_pipelines.get(model) if isinstance(model, str) else None
         return default or self.default_pipelines.get("*") or Pipeline()
+
+
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def proxy_state(request: Request[Any, Any, Any]) -> ProxyState:

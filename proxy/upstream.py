@@ -8,81 +8,48 @@ never followed (a redirect is relayed to the client like any other response).
 from __future__ import annotations
 
 import asyncio
-import json
+import http.cookiejar
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from proxy import json_text
+from proxy.bodies import ACCEPT_ENCODING, decoded_chunks, read_body
+from proxy.budget import Lease
 from proxy.errors import (
     CallBudgetExhausted,
     UpstreamConnectionLost,
     UpstreamError,
+    UpstreamPoolExhausted,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.key_guard import KeyGuard
 from proxy.retry import RetryPolicy
 from proxy.sse import DONE, SSEDecoder, SSEProtocolError
+from proxy.upstream_headers import client_retries, error_headers, forwarded_headers, relayed_headers
+from proxy.upstream_spans import describe_request, describe_response, span_name
 from strategies import Completion
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Never sent upstream: hop-by-hop, what httpx sets itself, and the proxy's own control headers.
-_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-request-id", "cookie"}
-_CONTROL_PREFIX = "x-context-"
-# Relayed from upstream responses to the client: what an OpenAI client reads (retries, rate limits, timing).
-_RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
-_RELAYED_PREFIXES = ("x-ratelimit-",)
-_MAX_ERROR_BODY = 1024 * 1024
 T = TypeVar("T")
 _tracer = trace.get_tracer("contextlift.upstream")
 
 
-def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[str, str]:
-    """The client's headers as they go upstream: control and hop-by-hop headers removed, the key applied."""
-    connection_listed = {h.strip().lower() for h in inbound.get("connection", "").split(",") if h.strip()}
-    headers = {
-        name: value
-        for name, value in inbound.items()
-        if name.lower() not in _NOT_FORWARDED
-        and name.lower() not in connection_listed
-        and not name.lower().startswith(_CONTROL_PREFIX)
-    }
-    if api_key is not None:
-        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-        headers["authorization"] = f"Bearer {api_key}"
-    return headers
-
-
-def relayed_headers(upstream: httpx.Headers) -> dict[str, str]:
-    """The upstream response headers an OpenAI client should see through the proxy."""
-    relayed = {
-        name: value for name, value in upstream.items() if name in _RELAYED_EXACT or name.startswith(_RELAYED_PREFIXES)
-    }
-    if "x-request-id" in upstream:
-        relayed["x-upstream-request-id"] = upstream["x-request-id"]
-    return relayed
-
-
 def transport_error(error: httpx.HTTPError, what: str) -> UpstreamError:
-    """The proxy error for an httpx failure: unreachable, timed out, or broken off."""
+    """The proxy error for an httpx failure: no pooled connection free, unreachable, timed out, or broken off."""
+    if isinstance(error, httpx.PoolTimeout):
+        return UpstreamPoolExhausted(
+            "no upstream connection came free in time (upstream_max_connections); retry shortly",
+            headers={"retry-after": "1"},
+        )
     if isinstance(error, httpx.ConnectTimeout | httpx.ConnectError):
         return UpstreamUnreachable(f"upstream unreachable: cannot connect ({type(error).__name__})")
     if isinstance(error, httpx.TimeoutException):
@@ -96,10 +63,14 @@ class StreamLimits:
 
     stall_seconds: float
     """Longest silence between two chunks."""
-    max_event_bytes: int = 4 * 1024 * 1024
+    max_event_bytes: int = 1024 * 1024
     """A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
     max_stream_bytes: int = 64 * 1024 * 1024
     """About 10 million tokens of chunks: far past any real completion, short of exhausting memory."""
+    deadline_seconds: float = 900.0
+    """Longest one attempt may take in all, so a stream trickling just faster than the stall bound ends."""
+    max_body_bytes: int = 8 * 1024 * 1024
+    """Largest answer read whole (a completion, an error body), decoded."""
 
 
 class UpstreamClient:
@@ -123,20 +94,36 @@ class UpstreamClient:
         self.retry = retry or RetryPolicy()
         self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=connect_timeout),
+            # A call waits for a free pooled connection as long as it would wait for the upstream; a wait
+            # that still runs out is reported as the proxy's (UpstreamPoolExhausted), not the upstream's.
+            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
             transport=transport,
+            headers={"accept-encoding": ACCEPT_ENCODING},
+            cookies=_NO_COOKIES,
         )
 
     def url(self, path: str) -> str:
         """Absolute upstream URL of a path below the base URL (`chat/completions`, `models` ...)."""
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    def for_request(self, inbound_headers: Mapping[str, str], budget: int = 1_000) -> RequestUpstream:
-        """A view of the upstream for one client request, carrying that client's forwarded headers and
-        allowed at most `budget` upstream calls."""
-        return RequestUpstream(self, forwarded_headers(inbound_headers, self.api_key), budget)
+    def for_request(
+        self,
+        inbound_headers: Mapping[str, str],
+        budget: int = 1_000,
+        *,
+        retry_budget: int | None = None,
+        lease: Lease | None = None,
+    ) -> RequestUpstream:
+        """A view of the upstream for one client request, carrying that client's forwarded headers, allowed
+        at most `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK
+        says it retries itself), its buffered answers charged to `lease`."""
+        retries = self.retry.max_retries if retry_budget is None else retry_budget
+        if client_retries(inbound_headers):
+            retries = 0
+        headers = forwarded_headers(inbound_headers, self.api_key)
+        return RequestUpstream(self, headers, budget, retries=retries, lease=lease)
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         """Send a prepared request, streaming the response; the caller closes it."""
@@ -144,6 +131,20 @@ class UpstreamClient:
             return await self._client.send(request, stream=True)
         except httpx.HTTPError as error:
             raise transport_error(error, "before answering") from None
+
+    def deadline(self) -> float:
+        """`time.monotonic()` by which an attempt starting now must be complete."""
+        return time.monotonic() + self.stream_limits.deadline_seconds
+
+    async def read(self, response: httpx.Response, lease: Lease | None, deadline: float) -> bytes:
+        """A response's whole body, decoded, bounded, charged to `lease`."""
+        limits = self.stream_limits
+        try:
+            return await read_body(
+                response, max_bytes=limits.max_body_bytes, stall_seconds=self.timeout, deadline=deadline, lease=lease
+            )
+        except httpx.HTTPError as error:
+            raise transport_error(error, "while answering") from None
 
     def build_request(
         self,
@@ -215,58 +216,66 @@ class CallLedger:
 
 
 class RequestUpstream:
-    """`strategies.Upstream` for one client request: its headers, its ledger."""
+    """`strategies.Upstream` for one client request: its headers, its ledger, its retry budget, its lease."""
 
-    def __init__(self, client: UpstreamClient, headers: dict[str, str], budget: int) -> None:
+    def __init__(
+        self,
+        client: UpstreamClient,
+        headers: dict[str, str],
+        budget: int,
+        *,
+        retries: int | None = None,
+        lease: Lease | None = None,
+    ) -> None:
         self._client = client
         self._headers = headers
         self._budget = budget
+        self._retries_left = client.retry.max_retries if retries is None else retries
+        self._lease = lease
+        self.guard = KeyGuard.for_headers(headers)
         self.ledger = CallLedger()
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
-        with _tracer.start_as_current_span(_span_name(body), kind=SpanKind.CLIENT) as span:
-            _describe_request(span, body, self._client.base_url, stream=False)
+        with _tracer.start_as_current_span(span_name(body), kind=SpanKind.CLIENT) as span:
+            describe_request(span, body, self._client.base_url, stream=False)
             try:
                 completion = await self._with_retries(lambda: self._complete(body))
             except UpstreamError as error:
                 span.set_status(Status(StatusCode.ERROR, error.code))
                 span.set_attribute("error.type", error.code)
                 raise
-            _describe_response(span, completion.body)
+            describe_response(span, completion.body)
             return completion
 
     async def _complete(self, body: Mapping[str, Any]) -> Completion:
-        request = self._chat_request(body)
+        request = await self._chat_request(body)
+        deadline = self._client.deadline()
         self.ledger.started()
         try:
             async with asyncio.timeout(self._client.timeout):
                 response = await self._client.send(request)
                 try:
-                    content = await response.aread()
+                    content = await self._client.read(response, self._lease, deadline)
                 finally:
                     await response.aclose()
         except TimeoutError:
             raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
-        except UpstreamError:
-            raise
-        except httpx.HTTPError as error:
-            raise transport_error(error, "while answering") from None
         finally:
             self.ledger.finished()
         if response.status_code >= 300:
-            raise UpstreamStatusError(response.status_code, self._without_key(content), _error_headers(response))
+            raise self._status_error(response, content)
         try:
-            parsed = json.loads(content)
-        except ValueError:
-            raise UpstreamProtocolError("upstream returned a completion that is not JSON") from None
+            parsed = json_text.loads(self.guard.blank(content))
+        except ValueError as error:
+            raise UpstreamProtocolError(f"upstream returned a completion that is not valid JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise UpstreamProtocolError("upstream returned a completion that is not a JSON object")
         self.ledger.add_usage(parsed.get("usage"))
-        return Completion(parsed, relayed_headers(response.headers))
+        return Completion(parsed, self.guard.blank_headers(relayed_headers(response.headers)))
 
     async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
-        span = _tracer.start_span(_span_name(body), kind=SpanKind.CLIENT)
-        _describe_request(span, body, self._client.base_url, stream=True)
+        span = _tracer.start_span(span_name(body), kind=SpanKind.CLIENT)
+        describe_request(span, body, self._client.base_url, stream=True)
         try:
             stream = await self._with_retries(lambda: self._open_stream(body))
         except UpstreamError as error:
@@ -278,7 +287,8 @@ class RequestUpstream:
         return stream
 
     async def _open_stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
-        request = self._chat_request(body)
+        request = await self._chat_request(body)
+        deadline = self._client.deadline()
         self.ledger.started()
         try:
             async with asyncio.timeout(self._client.timeout):
@@ -291,12 +301,12 @@ class RequestUpstream:
             raise
         if response.status_code >= 300:
             try:
-                content = await _bounded_read(response)
+                content = await self._client.read(response, self._lease, deadline)
             finally:
                 await response.aclose()
                 self.ledger.finished()
-            raise UpstreamStatusError(response.status_code, self._without_key(content), _error_headers(response))
-        return HttpCompletionStream(response, self.ledger, self._client.stream_limits)
+            raise self._status_error(response, content)
+        return HttpCompletionStream(response, self.ledger, self._client.stream_limits, self.guard, deadline)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         retries = 0
@@ -310,65 +320,63 @@ class RequestUpstream:
             except UpstreamError as error:
                 self.ledger.failed(error)
                 retries += 1
-                delay = self._client.retry.delay(retries, error)
+                # One retry budget per client request: a fan-out's calls draw on it together.
+                delay = self._client.retry.delay(retries, error) if self._retries_left > 0 else None
                 if delay is None:
                     raise
+                self._retries_left -= 1
                 self.ledger.retries += 1
                 await asyncio.sleep(delay)
 
-    def _without_key(self, content: bytes) -> bytes:
-        """An upstream error body with the key we sent blanked out: upstreams echo rejected keys."""
-        _, _, key = self._headers.get("authorization", "").partition(" ")
-        return content.replace(key.encode(), b"[redacted]") if len(key) >= 8 else content
+    def _status_error(self, response: httpx.Response, content: bytes) -> UpstreamStatusError:
+        return UpstreamStatusError(
+            response.status_code, self.guard.blank(content), self.guard.blank_headers(error_headers(response))
+        )
 
-    def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    async def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
+        if _is_large(body):
+            content = (await anyio.to_thread.run_sync(_compact_json, body)).encode()
+        else:
+            content = _compact_json(body).encode()
         headers = {**self._headers, "content-type": "application/json"}
         return self._client.build_request("POST", "chat/completions", headers=headers, content=content)
 
 
 class HttpCompletionStream:
-    """An upstream SSE response, decoded event by event."""
+    """An upstream SSE response, decoded event by event; every event is checked to be a JSON object."""
 
-    def __init__(self, response: httpx.Response, ledger: CallLedger, limits: StreamLimits) -> None:
+    def __init__(
+        self, response: httpx.Response, ledger: CallLedger, limits: StreamLimits, guard: KeyGuard, deadline: float
+    ) -> None:
         self._response = response
         self._ledger = ledger
         self._limits = limits
+        self._guard = guard
+        self._deadline = deadline
         self._closed = False
         self._usage: Any = None
-        self.headers: Mapping[str, str] = relayed_headers(response.headers)
+        self.headers: Mapping[str, str] = guard.blank_headers(relayed_headers(response.headers))
         self.span: Span | None = None
 
     async def events(self) -> AsyncIterator[str]:
-        decoder = SSEDecoder(self._limits.max_event_bytes)
-        chunks = aiter(self._response.aiter_bytes())
-        received = 0
+        limits = self._limits
+        decoder = SSEDecoder(limits.max_event_bytes)
+        body = decoded_chunks(
+            self._response,
+            max_bytes=limits.max_stream_bytes,
+            stall_seconds=limits.stall_seconds,
+            deadline=self._deadline,
+        )
         try:
-            while True:
-                try:
-                    async with asyncio.timeout(self._limits.stall_seconds):
-                        chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    raise UpstreamTimeout(
-                        f"upstream stream stalled: nothing for {self._limits.stall_seconds:g} s"
-                    ) from None
-                received += len(chunk)
-                if received > self._limits.max_stream_bytes:
-                    raise UpstreamProtocolError(
-                        f"upstream stream longer than the limit of {self._limits.max_stream_bytes} bytes"
-                    )
+            async for chunk in body:
                 for event in decoder.feed(chunk):
                     if event.data == DONE:
                         return
-                    self._note_usage(event.data)
-                    yield event.data
+                    yield self._checked(event.data)
             for event in decoder.flush():
                 if event.data == DONE:
                     return
-                self._note_usage(event.data)
-                yield event.data
+                yield self._checked(event.data)
         except SSEProtocolError as error:
             raise UpstreamProtocolError(f"upstream stream is malformed: {error}") from None
         except httpx.HTTPError as error:
@@ -377,16 +385,18 @@ class HttpCompletionStream:
             await self.aclose()
         raise UpstreamProtocolError("upstream stream ended without [DONE]")
 
-    def _note_usage(self, data: str) -> None:
-        if '"usage"' not in data:
-            return
+    def _checked(self, data: str) -> str:
+        """The event's data, if it is a JSON object (the only events a chat stream has), the key blanked."""
         try:
-            chunk = json.loads(data)
-        except ValueError:
-            return
-        if isinstance(chunk, dict):
+            chunk = json_text.loads(data)
+        except ValueError as error:
+            raise UpstreamProtocolError(f"upstream sent an event that is not valid JSON: {error}") from None
+        if not isinstance(chunk, dict):
+            raise UpstreamProtocolError("upstream sent an event that is not a JSON object")
+        if chunk.get("usage"):
             self._ledger.add_usage(chunk.get("usage"))
-            self._usage = chunk.get("usage") or self._usage
+            self._usage = chunk.get("usage")
+        return self._guard.blank_text(data)
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -394,61 +404,40 @@ class HttpCompletionStream:
             await self._response.aclose()
             self._ledger.finished()
             if self.span is not None:
-                _describe_response(self.span, {"usage": self._usage})
+                describe_response(self.span, {"usage": self._usage})
                 self.span.end()
 
 
-def _span_name(body: Mapping[str, Any]) -> str:
-    model = body.get("model")
-    return f"chat {model}" if isinstance(model, str) else "chat"
+_LARGE_BODY = 256 * 1024
+"""Bodies beyond this many characters of content are serialised in a worker thread, off the event loop."""
 
 
-def _describe_request(span: Span, body: Mapping[str, Any], base_url: str, *, stream: bool) -> None:
-    """GenAI semantic-convention attributes of a call; message content is never recorded."""
-    span.set_attribute("gen_ai.operation.name", "chat")
-    span.set_attribute("gen_ai.system", "openai")
-    if isinstance(body.get("model"), str):
-        span.set_attribute("gen_ai.request.model", body["model"])
-    for field_name, attribute in (("max_tokens", "gen_ai.request.max_tokens"),
-                                  ("temperature", "gen_ai.request.temperature"),
-                                  ("top_p", "gen_ai.request.top_p")):  # fmt: skip
-        if isinstance(body.get(field_name), int | float) and not isinstance(body.get(field_name), bool):
-            span.set_attribute(attribute, body[field_name])
-    url = httpx.URL(base_url)
-    span.set_attribute("server.address", url.host)
-    if url.port:
-        span.set_attribute("server.port", url.port)
-    span.set_attribute("contextlift.stream", stream)
+def _is_large(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    size = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            size += len(content)
+        elif isinstance(content, list):
+            size += 64 * len(content)
+    return size > _LARGE_BODY
 
 
-def _describe_response(span: Span, body: Mapping[str, Any]) -> None:
-    if isinstance(body.get("model"), str):
-        span.set_attribute("gen_ai.response.model", body["model"])
-    usage = body.get("usage")
-    if isinstance(usage, Mapping):
-        if isinstance(usage.get("prompt_tokens"), int):
-            span.set_attribute("gen_ai.usage.input_tokens", usage["prompt_tokens"])
-        if isinstance(usage.get("completion_tokens"), int):
-            span.set_attribute("gen_ai.usage.output_tokens", usage["completion_tokens"])
-    choices = body.get("choices")
-    if isinstance(choices, list):
-        reasons = [c.get("finish_reason") for c in choices if isinstance(c, Mapping) and c.get("finish_reason")]
-        if reasons:
-            span.set_attribute("gen_ai.response.finish_reasons", reasons)
+def _compact_json(body: Mapping[str, Any]) -> str:
+    return json_text.dumps(body, compact=True)
 
 
-def _error_headers(response: httpx.Response) -> dict[str, str]:
-    headers = relayed_headers(response.headers)
-    for name in ("content-type", "location"):
-        if name in response.headers:
-            headers[name] = response.headers[name]
-    return headers
+class _RefuseAll(http.cookiejar.DefaultCookiePolicy):
+    """No cookie is ever stored: a `Set-Cookie` answering one client must not ride along with another's."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
 
 
-async def _bounded_read(response: httpx.Response) -> bytes:
-    content = b""
-    async for chunk in response.aiter_bytes():
-        content += chunk
-        if len(content) > _MAX_ERROR_BODY:
-            return content[:_MAX_ERROR_BODY]
-    return content
+_NO_COOKIES = http.cookiejar.CookieJar(policy=_RefuseAll())

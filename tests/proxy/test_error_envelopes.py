@@ -116,10 +116,11 @@ def test_bad_strategy_field_is_400_naming_the_field(client: Any, fake: FakeUpstr
     assert fake.requests == []
 
 
-def test_malformed_documents_field_is_400(client: Any, fake: FakeUpstream) -> None:
-    response = client.post("/v1/chat/completions", json=chat(documents="one long string"))
+def test_malformed_documents_field_is_400_when_a_strategy_reads_it(client: Any, fake: FakeUpstream) -> None:
+    strategy = {"x-context-strategy": "reorder"}
+    response = client.post("/v1/chat/completions", json=chat(documents="one long string"), headers=strategy)
     assert_envelope(response, 400, "invalid_documents", "documents")
-    response = client.post("/v1/chat/completions", json=chat(documents=[{"title": "no text"}]))
+    response = client.post("/v1/chat/completions", json=chat(documents=[{"title": "no text"}]), headers=strategy)
     assert_envelope(response, 400, "invalid_documents", "documents")
     assert fake.requests == []
 

@@ -16,8 +16,8 @@ LITM_PROMPT = (
 
 
 def test_success_carries_all_context_headers(client: Any) -> None:
-    response = client.post("/v1/chat/completions", json=chat(LITM_PROMPT))
-    assert response.headers["x-context-strategy"] == "none"
+    response = client.post("/v1/chat/completions", json=chat(LITM_PROMPT), headers={"x-context-strategy": "reorder"})
+    assert response.headers["x-context-strategy"] == "reorder"
     assert response.headers["x-context-documents"] == "3"
     assert response.headers["x-context-upstream-calls"] == "1"
     assert float(response.headers["x-context-overhead-ms"]) >= 0

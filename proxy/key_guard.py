@@ -1,0 +1,54 @@
+"""The key the proxy sends upstream never travels back to a client.
+
+Upstreams echo rejected credentials (`invalid key sk-...`, `WWW-Authenticate: Bearer ...`), in error and
+success bodies alike. Everything the proxy relays, on every route, streamed or not, passes through one
+`KeyGuard` that blanks the key in header values and body bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+REDACTED = b"[redacted]"
+_MIN_KEY = 8
+"""Shorter values are not secrets worth the risk of blanking ordinary text that happens to match."""
+
+
+class KeyGuard:
+    """Blanks one key wherever it appears."""
+
+    def __init__(self, authorization: str | None) -> None:
+        _, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        self._key = token.encode() if len(token) >= _MIN_KEY else None
+
+    @classmethod
+    def for_headers(cls, forwarded: Mapping[str, str]) -> KeyGuard:
+        """The guard of the key in a set of headers about to go upstream."""
+        return cls(next((v for k, v in forwarded.items() if k.lower() == "authorization"), None))
+
+    def blank(self, data: bytes) -> bytes:
+        return data.replace(self._key, REDACTED) if self._key and self._key in data else data
+
+    def blank_text(self, data: str) -> str:
+        return self.blank(data.encode()).decode() if self._key and self._key.decode() in data else data
+
+    def blank_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        return {name: self.blank_text(value) for name, value in headers.items()}
+
+    async def blank_stream(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`chunks` with the key blanked, including a key split across two chunks: the last `len(key) - 1`
+        bytes are held back until the next chunk shows whether they start it."""
+        if self._key is None:
+            async for chunk in chunks:
+                yield chunk
+            return
+        keep = len(self._key) - 1
+        pending = b""
+        async for chunk in chunks:
+            pending = (pending + chunk).replace(self._key, REDACTED)
+            if len(pending) > keep:
+                yield pending[: len(pending) - keep]
+                pending = pending[len(pending) - keep :]
+        if pending:
+            yield pending

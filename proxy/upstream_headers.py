@@ -1,0 +1,86 @@
+"""Which headers cross the proxy: the client's on their way upstream, the upstream's on their way back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import httpx
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# The one list of client headers never sent upstream: hop-by-hop ones, what httpx sets itself, the proxy's
+# own control headers (and the `x-context-` prefix below), headers by which a front server or framework could
+# be told a different host or path, and cookies: the proxy's clients share one upstream identity, and
+# cookies are per client (see the README, "Cookies").
+NEVER_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "x-request-id",
+    "cookie",
+    "forwarded",
+    "x-forwarded-host",
+    "x-forwarded-prefix",
+    "x-forwarded-proto",
+    "x-forwarded-port",
+    "x-original-url",
+    "x-original-uri",
+    "x-rewrite-url",
+}
+CLIENT_RETRY_HEADER = "x-stainless-retry-count"
+"""The openai SDKs (and litellm, instructor) number their own retries here; > 0 means the client retries."""
+CONTROL_PREFIX = "x-context-"
+# Relayed from upstream responses to the client: what an OpenAI client reads (retries, rate limits, timing).
+_RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
+_RELAYED_PREFIXES = ("x-ratelimit-",)
+
+
+def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[str, str]:
+    """The client's headers as they go upstream: control and hop-by-hop headers removed, the key applied."""
+    connection_listed = {h.strip().lower() for h in inbound.get("connection", "").split(",") if h.strip()}
+    headers = {
+        name: value
+        for name, value in inbound.items()
+        if name.lower() not in NEVER_FORWARDED
+        and name.lower() not in connection_listed
+        and not name.lower().startswith(CONTROL_PREFIX)
+    }
+    if api_key is not None:
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def relayed_headers(upstream: httpx.Headers) -> dict[str, str]:
+    """The upstream response headers an OpenAI client should see through the proxy."""
+    relayed = {
+        name: value for name, value in upstream.items() if name in _RELAYED_EXACT or name.startswith(_RELAYED_PREFIXES)
+    }
+    if "x-request-id" in upstream:
+        relayed["x-upstream-request-id"] = upstream["x-request-id"]
+    return relayed
+
+
+def error_headers(response: httpx.Response) -> dict[str, str]:
+    headers = relayed_headers(response.headers)
+    for name in ("content-type", "location"):
+        if name in response.headers:
+            headers[name] = response.headers[name]
+    return headers
+
+
+def client_retries(headers: Mapping[str, str]) -> bool:
+    """Whether this request is already a retry by the client's SDK, which will retry again on failure."""
+    value = next((v for k, v in headers.items() if k.lower() == CLIENT_RETRY_HEADER), "0").strip()
+    return value.isdigit() and int(value) > 0
