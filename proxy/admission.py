@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from litestar.enums import ScopeType
@@ -19,6 +20,22 @@ from proxy.errors import HeadersTooLarge, Overloaded, PayloadTooLarge, ProxyErro
 
 LEASE_KEY = "contextlift_lease"
 """Where the request's memory lease lives in `scope["state"]`, for the routes to charge what they buffer."""
+_AT_END_KEY = "contextlift_at_end"
+
+
+def at_request_end(scope: Scope, release: Callable[[], None]) -> Callable[[], None]:
+    """`release`, made safe to call more than once, and called when the request ends if nobody did before:
+    a response body that never started to stream must not keep what it held."""
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            release()
+
+    scope.setdefault("state", {}).setdefault(_AT_END_KEY, []).append(once)
+    return once
 
 
 @dataclass(slots=True)
@@ -119,6 +136,8 @@ class AdmissionMiddleware:
             try:
                 await self.app(scope, _replaying(body, receive), send)
             finally:
+                for release in scope["state"].get(_AT_END_KEY, ()):
+                    release()
                 admission.in_flight -= 1
                 if admission.gauge is not None:
                     admission.gauge.dec()

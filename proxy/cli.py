@@ -4,7 +4,9 @@ replays the benchmarks through a proxy (one started here unless `--proxy`), `eva
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -12,18 +14,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
-import uvicorn
 from pydantic import ValidationError
 
 from eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
 from proxy.local_model import LocalModel, LocalModelError
 from proxy.logs import configure_logging
+from proxy.server import ProxyServer, build_server
 from proxy.settings import Settings, SettingsError, load_settings
-from proxy.state import ProxyState
 from proxy.telemetry import configure_tracing
 
 log = structlog.get_logger("contextlift")
@@ -122,11 +122,11 @@ def _proxy_in_process(settings: Settings, upstream_url: str) -> Iterator[str]:
     """The proxy on a free loopback port in a thread of this process, ready (embedder loaded) when yielded."""
     from proxy.app import create_app
 
-    app = create_app(settings.model_copy(update={"upstream_url": upstream_url}))
+    settings = settings.model_copy(update={"upstream_url": upstream_url})
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", access_log=False))
+    server = build_server(create_app(settings), settings)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)
     thread.start()
     try:
@@ -134,11 +134,11 @@ def _proxy_in_process(settings: Settings, upstream_url: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=settings.shutdown_grace + 5)
         listener.close()
 
 
-def _wait_started(server: uvicorn.Server, thread: threading.Thread, url: str, timeout: float) -> None:
+def _wait_started(server: ProxyServer, thread: threading.Thread, url: str, timeout: float) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -151,46 +151,27 @@ def _wait_started(server: uvicorn.Server, thread: threading.Thread, url: str, ti
     raise LocalModelError(f"the proxy started for the eval did not become ready within {timeout:.0f} s")
 
 
-def _serve(settings: Settings) -> int:
+def _serve(settings: Settings) -> NoReturn:
     from proxy.app import create_app
 
     with _upstream(settings) as upstream_url:
-        app = create_app(settings.model_copy(update={"upstream_url": upstream_url}))
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            access_log=False,
-            timeout_graceful_shutdown=int(settings.shutdown_grace) or None,
-        )
+        settings = settings.model_copy(update={"upstream_url": upstream_url})
+        app = create_app(settings)
+        server = build_server(app, settings, on_drain=app.state["proxy"].begin_shutdown)
         log.info("listening", url=f"http://{settings.host}:{settings.port}/v1")
-        _DrainingServer(config, app.state["proxy"], settings.shutdown_grace).run()
-    return 0
+        server.run()
+    _exit_now(0)
 
 
-class _DrainingServer(uvicorn.Server):
-    """uvicorn, telling the app at SIGTERM/SIGINT that it is draining: readiness turns 503 and new requests
-    on open connections are refused, while requests in flight get the grace period to finish."""
-
-    def __init__(self, config: uvicorn.Config, state: ProxyState, grace: float) -> None:
-        super().__init__(config)
-        self._state = state
-        self._grace = grace
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # uvicorn re-raises the signal once it has shut down, killing the process before `serve` can stop
-        # the embedded model; the drain is complete by then, so exit normally instead.
-        with super().capture_signals():
-            yield
-            getattr(self, "_captured_signals", []).clear()
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if not self._state.shutting_down:
-            log.info("shutting down", grace_seconds=self._grace)
-            self._state.begin_shutdown(self._grace)
-        super().handle_exit(sig, frame)
+def _exit_now(code: int) -> NoReturn:
+    """End the process once the server is down, skipping the interpreter's own teardown: unloading torch and the
+    embedding model alone takes 1.5 s, and a worker thread still busy with CPU work for a request that was cut off
+    (threads cannot be cancelled) would hold the exit until it finished, both past `shutdown_grace` + 1 s. Exit
+    handlers (flushing logs and traces) still run."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @contextlib.contextmanager

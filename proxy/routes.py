@@ -15,7 +15,7 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from proxy import json_text
-from proxy.admission import LEASE_KEY
+from proxy.admission import LEASE_KEY, at_request_end
 from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import (
@@ -317,14 +317,19 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
     upstream_request = upstream.build_request(
         request.method, encoded_path(path), headers=headers, content=content or None, params=request.url.query or None
     )
+    await upstream.reserve()
+    # Released by whichever comes first: the relay's end, or the request's end if the relay never ran.
+    release = at_request_end(request.scope, upstream.release)
     deadline = upstream.deadline()
     record.ledger.started()
     try:
         response = await upstream.send(upstream_request)
-    except UpstreamError as error:
-        record.ledger.failed(error)
+    except BaseException as error:
         record.ledger.finished()
-        record.error = error.code
+        release()
+        if isinstance(error, UpstreamError):
+            record.ledger.failed(error)
+            record.error = error.code
         raise
     relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in _NOT_RELAYED})
     if response.status_code >= 400:
@@ -337,6 +342,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
         finally:
             await response.aclose()
             record.ledger.finished()
+            release()
         return Response(guard.blank(body), status_code=response.status_code, headers=relayed)
 
     async def relay() -> AsyncIterator[bytes]:
@@ -353,8 +359,11 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
             log.warning("pass-through body cut", path=path, error=str(error))
         finally:
             with anyio.CancelScope(shield=True):
-                await response.aclose()
-                record.ledger.finished()
+                try:
+                    await response.aclose()
+                finally:
+                    record.ledger.finished()
+                    release()
 
     return Stream(relay(), status_code=response.status_code, headers=relayed)
 

@@ -93,6 +93,7 @@ class UpstreamClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
+        self._slots = asyncio.Semaphore(max_connections)
         self._client = httpx.AsyncClient(
             # A call waits for a free pooled connection as long as it would wait for the upstream; a wait
             # that still runs out is reported as the proxy's (UpstreamPoolExhausted), not the upstream's.
@@ -125,8 +126,29 @@ class UpstreamClient:
         headers = forwarded_headers(inbound_headers, self.api_key)
         return RequestUpstream(self, headers, budget, retries=retries, lease=lease)
 
+    async def reserve(self) -> None:
+        """Wait until one of the pool's connections is this call's. The wait happens inside the proxy (many
+        requests, or a fan-out, want more connections than the pool has), so it is bounded by the upstream
+        timeout but never counted in it, and running out is the proxy's 503, never the upstream's 504.
+        Every `reserve` is paired with one `release` when the call's response is closed.
+
+        Raises:
+            UpstreamPoolExhausted: no connection came free within the upstream timeout.
+        """
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise UpstreamPoolExhausted(
+                f"no upstream connection came free within {self.timeout:g} s (upstream_max_connections)",
+                headers={"retry-after": "1"},
+            ) from None
+
+    def release(self) -> None:
+        self._slots.release()
+
     async def send(self, request: httpx.Request) -> httpx.Response:
-        """Send a prepared request, streaming the response; the caller closes it."""
+        """Send a prepared request, streaming the response; the caller reserved a connection and closes it."""
         try:
             return await self._client.send(request, stream=True)
         except httpx.HTTPError as error:
@@ -249,6 +271,7 @@ class RequestUpstream:
 
     async def _complete(self, body: Mapping[str, Any]) -> Completion:
         request = await self._chat_request(body)
+        await self._client.reserve()
         deadline = self._client.deadline()
         self.ledger.started()
         try:
@@ -262,6 +285,7 @@ class RequestUpstream:
             raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
         finally:
             self.ledger.finished()
+            self._client.release()
         if response.status_code >= 300:
             raise self._status_error(response, content)
         try:
@@ -288,16 +312,18 @@ class RequestUpstream:
 
     async def _open_stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
         request = await self._chat_request(body)
+        await self._client.reserve()
         deadline = self._client.deadline()
         self.ledger.started()
         try:
             async with asyncio.timeout(self._client.timeout):
                 response = await self._client.send(request)
-        except TimeoutError:
+        except BaseException as error:
             self.ledger.finished()
-            raise UpstreamTimeout(f"upstream did not start its stream within {self._client.timeout:g} s") from None
-        except UpstreamError:
-            self.ledger.finished()
+            self._client.release()
+            if isinstance(error, TimeoutError):
+                message = f"upstream did not start its stream within {self._client.timeout:g} s"
+                raise UpstreamTimeout(message) from None
             raise
         if response.status_code >= 300:
             try:
@@ -305,8 +331,11 @@ class RequestUpstream:
             finally:
                 await response.aclose()
                 self.ledger.finished()
+                self._client.release()
             raise self._status_error(response, content)
-        return HttpCompletionStream(response, self.ledger, self._client.stream_limits, self.guard, deadline)
+        return HttpCompletionStream(
+            response, self.ledger, self._client.stream_limits, self.guard, deadline, self._client.release
+        )
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         retries = 0
@@ -346,9 +375,16 @@ class HttpCompletionStream:
     """An upstream SSE response, decoded event by event; every event is checked to be a JSON object."""
 
     def __init__(
-        self, response: httpx.Response, ledger: CallLedger, limits: StreamLimits, guard: KeyGuard, deadline: float
+        self,
+        response: httpx.Response,
+        ledger: CallLedger,
+        limits: StreamLimits,
+        guard: KeyGuard,
+        deadline: float,
+        release: Callable[[], None],
     ) -> None:
         self._response = response
+        self._release = release
         self._ledger = ledger
         self._limits = limits
         self._guard = guard
@@ -401,8 +437,11 @@ class HttpCompletionStream:
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
-            await self._response.aclose()
-            self._ledger.finished()
+            try:
+                await self._response.aclose()
+            finally:
+                self._ledger.finished()
+                self._release()
             if self.span is not None:
                 describe_response(self.span, {"usage": self._usage})
                 self.span.end()

@@ -1,0 +1,273 @@
+"""The HTTP layer, at the socket level: header and idle timeouts, the connection limit, the header limit, every
+protocol error answered in the OpenAI envelope, and request smuggling refused before the app sees anything."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from proxy import Settings, create_app
+from proxy.server import build_server
+from tests.conftest import UPSTREAM, chat
+from tests.fakes import FakeEmbedder, FakeUpstream
+
+TIMEOUT = 0.5
+"""header_read_timeout and keepalive_timeout in these tests, unless a test needs one of them long."""
+
+
+@pytest.fixture
+def serve(fake: FakeUpstream) -> Iterator[Callable[..., int]]:
+    """Starts the proxy under its server on a loopback port in a thread; settings overrides as keywords."""
+    running: list[tuple[Any, threading.Thread, socket.socket]] = []
+
+    def start(**overrides: Any) -> int:
+        settings = Settings(
+            **{
+                "upstream_url": UPSTREAM,
+                "retry_backoff": 0.0,
+                "header_read_timeout": TIMEOUT,
+                "keepalive_timeout": TIMEOUT,
+                "shutdown_grace": 1.0,
+                **overrides,
+            }
+        )
+        app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        server = build_server(app, settings)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+        thread.start()
+        running.append((server, thread, listener))
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert thread.is_alive(), "the server stopped while starting"
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        return int(listener.getsockname()[1])
+
+    yield start
+    for server, thread, listener in running:
+        server.should_exit = True
+        thread.join(5)
+        listener.close()
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def error_code(self) -> str:
+        assert self.headers["content-type"] == "application/json"
+        return str(json.loads(self.body)["error"]["code"])
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def read_answer(sock: socket.socket) -> Answer:
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    body = response.read()
+    return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, body)
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """The server closed the connection (EOF or reset) within `seconds`, sending nothing more."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def refused(sock: socket.socket, status: int, code: str) -> None:
+    answer = read_answer(sock)
+    assert (answer.status, answer.error_code()) == (status, code)
+    assert answer.headers["connection"] == "close"
+    assert closed_within(sock, 2)
+
+
+def get(path: str = "/healthz", *headers: str) -> bytes:
+    return "\r\n".join([f"GET {path} HTTP/1.1", "Host: proxy.test", *headers, "", ""]).encode()
+
+
+def dribble_until_answered(sock: socket.socket, seconds: float = 3.0) -> float:
+    """Sends one header byte every 0.1 s until the server answers; returns the seconds that took."""
+    started = time.monotonic()
+    sock.sendall(b"X-Slow: ")
+    while time.monotonic() - started < seconds:
+        if select.select([sock], [], [], 0.1)[0]:
+            break
+        with contextlib.suppress(OSError):
+            sock.sendall(b"a")
+    return time.monotonic() - started
+
+
+def test_a_head_dribbled_byte_by_byte_gets_408_within_the_header_timeout(serve: Any) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy.test\r\n")
+        assert dribble_until_answered(sock) < TIMEOUT + 1
+        refused(sock, 408, "request_timeout")
+
+
+def test_a_slow_head_after_a_kept_alive_request_gets_408_too(serve: Any) -> None:
+    with connect(serve(keepalive_timeout=5)) as sock:
+        sock.sendall(get())
+        assert read_answer(sock).status == 200
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert dribble_until_answered(sock) < TIMEOUT + 1
+        refused(sock, 408, "request_timeout")
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(serve: Any) -> None:
+    with connect(serve()) as sock:
+        started = time.monotonic()
+        assert closed_within(sock, TIMEOUT + 1)
+        assert time.monotonic() - started >= TIMEOUT * 0.8
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keepalive_timeout(serve: Any) -> None:
+    with connect(serve(header_read_timeout=5)) as sock:
+        sock.sendall(get())
+        assert read_answer(sock).status == 200
+        started = time.monotonic()
+        assert closed_within(sock, TIMEOUT + 1)
+        assert time.monotonic() - started >= TIMEOUT * 0.8
+
+
+def test_a_24_kib_head_arriving_in_two_writes_is_accepted(serve: Any, fake: FakeUpstream) -> None:
+    head = get("/v1/models", "X-Pad: " + "p" * 24 * 1024)
+    with connect(serve()) as sock:
+        sock.sendall(head[:20_000])
+        time.sleep(0.05)
+        sock.sendall(head[20_000:])
+        assert read_answer(sock).status == 200
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("writes", [1, 2])
+def test_a_40_kib_head_gets_431_and_is_closed(serve: Any, fake: FakeUpstream, writes: int) -> None:
+    head = get("/v1/models", "X-Pad: " + "p" * 40 * 1024)
+    with connect(serve()) as sock:
+        size = len(head) // writes + 1
+        for start in range(0, len(head), size):
+            sock.sendall(head[start : start + size])
+            time.sleep(0.05)
+        refused(sock, 431, "headers_too_large")
+    assert fake.requests == []
+
+
+def test_more_headers_than_max_header_count_get_431_on_every_route(serve: Any) -> None:
+    with connect(serve(max_header_count=20)) as sock:
+        sock.sendall(get("/healthz", *(f"X-H{i}: v" for i in range(21))))
+        refused(sock, 431, "headers_too_large")
+
+
+def test_cr_only_line_endings_are_answered_at_once(serve: Any) -> None:
+    with connect(serve(header_read_timeout=5)) as sock:
+        started = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\rHost: proxy.test\r\r")
+        refused(sock, 400, "malformed_http")
+        assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        pytest.param(b"\x16\x03\x01\x02\x00 not http\r\n\r\n", id="garbage"),
+        pytest.param(b"GET\r\n\r\n", id="bad-request-line"),
+        pytest.param(b"GET /healthz HTTP/1.1 extra\r\nHost: a\r\n\r\n", id="bad-request-line-tail"),
+        pytest.param(get("/healthz", "Bad Header: x"), id="space-in-header-name"),
+        pytest.param(get("/healthz", "X-Nul: a\x00b"), id="nul-in-value"),
+        pytest.param(b"GET /healthz HTTP/1.1\r\n folded\r\nHost: a\r\n\r\n", id="continuation-line-first"),
+        pytest.param(get("/v1/models", "Content-Length: 1", "Content-Length: 2"), id="differing-content-lengths"),
+        pytest.param(get("/v1/models", "Content-Length: 1, 2"), id="content-length-list"),
+        pytest.param(get("/v1/models", "Content-Length: -1"), id="negative-content-length"),
+        pytest.param(get("/v1/models", "Transfer-Encoding: gzip"), id="transfer-encoding-not-chunked"),
+        pytest.param(get("/v1/models", "Transfer-Encoding: chunked, chunked"), id="transfer-encoding-twice"),
+    ],
+)
+def test_protocol_errors_get_the_400_envelope_and_a_close(serve: Any, fake: FakeUpstream, request_bytes: bytes) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(request_bytes)
+        refused(sock, 400, "malformed_http")
+    assert fake.requests == []
+
+
+def smuggling(method: str, path: str, length_name: str, encoding_name: str, *, length_first: bool) -> bytes:
+    """A request with both Content-Length and Transfer-Encoding whose chunked body ends at once, hiding a second
+    request (a chat completion) in what Content-Length calls its body."""
+    hidden_body = json.dumps(chat("smuggled")).encode()
+    hidden = get("/v1/chat/completions", "Content-Type: application/json", f"Content-Length: {len(hidden_body)}")
+    body = b"0\r\n\r\n" + hidden.replace(b"GET", b"POST", 1) + hidden_body
+    framing = [f"{length_name}: {len(body)}", f"{encoding_name}: chunked"]
+    head = "\r\n".join([f"{method} {path} HTTP/1.1", "Host: proxy.test", *(framing if length_first else framing[::-1])])
+    return head.encode() + b"\r\n\r\n" + body
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "length_name", "encoding_name", "length_first"),
+    [
+        ("POST", "/v1/chat/completions", "Content-Length", "Transfer-Encoding", True),
+        ("POST", "/v1/chat/completions", "content-length", "TRANSFER-encoding", False),
+        ("POST", "/v1/embeddings", "CONTENT-LENGTH", "transfer-encoding", True),
+        ("GET", "/v1/models", "Content-Length", "Transfer-Encoding", False),
+        ("GET", "/healthz", "Content-Length", "Transfer-Encoding", True),
+    ],
+)
+def test_content_length_with_transfer_encoding_is_refused_and_the_hidden_request_never_runs(
+    serve: Any, fake: FakeUpstream, method: str, path: str, length_name: str, encoding_name: str, length_first: bool
+) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(smuggling(method, path, length_name, encoding_name, length_first=length_first))
+        refused(sock, 400, "malformed_http")
+    time.sleep(0.2)
+    assert fake.requests == []
+
+
+def test_a_connection_over_max_connections_gets_503_at_once(serve: Any) -> None:
+    port = serve(max_connections=2, header_read_timeout=5)
+    first, second = connect(port), connect(port)
+    with second:
+        with first, connect(port) as third:
+            started = time.monotonic()
+            third.sendall(get())
+            answer = read_answer(third)
+            assert (answer.status, answer.error_code()) == (503, "overloaded")
+            assert (answer.headers["retry-after"], answer.headers["connection"]) == ("1", "close")
+            assert closed_within(third, 2)
+            assert time.monotonic() - started < 1
+            second.sendall(get())  # those within the limit are served
+            assert read_answer(second).status == 200
+        # `first` is closed now: its place goes to the next connection.
+        deadline = time.monotonic() + 2
+        while True:
+            with connect(port) as again:
+                again.sendall(get())
+                if read_answer(again).status == 200:
+                    break
+            assert time.monotonic() < deadline, "the place of a closed connection was never given to another"
+            time.sleep(0.05)
+
+
+def test_a_connection_idle_after_a_body_sent_past_its_answer_is_closed_too(serve: Any) -> None:
+    with connect(serve(header_read_timeout=5)) as sock:
+        sock.sendall(b"POST /no-such-route HTTP/1.1\r\nHost: proxy.test\r\nContent-Length: 5\r\n\r\n")
+        assert read_answer(sock).status == 404  # answered before its body was read
+        sock.sendall(b"hello")
+        assert closed_within(sock, TIMEOUT + 1)

@@ -1,0 +1,54 @@
+"""More concurrent calls than pooled connections wait for one inside the proxy: that wait is bounded by the
+upstream timeout but never counted in it, and if it runs out the client gets the proxy's own 503, never an
+upstream timeout the upstream did not cause."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from proxy import Settings, create_app
+from tests.conftest import UPSTREAM, chat
+from tests.fakes import FakeEmbedder, completion
+
+UPSTREAM_SECONDS = 0.5
+
+
+def slow_upstream() -> tuple[httpx.MockTransport, list[int]]:
+    in_flight = [0, 0]  # now, most at once
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await asyncio.sleep(UPSTREAM_SECONDS)
+        in_flight[0] -= 1
+        return httpx.Response(200, json=completion())
+
+    return httpx.MockTransport(handler), in_flight
+
+
+async def run(count: int, **settings: Any) -> tuple[list[httpx.Response], int]:
+    transport, in_flight = slow_upstream()
+    app = create_app(Settings(upstream_url=UPSTREAM, **settings), transport=transport, embedder=FakeEmbedder())
+    # httpx's ASGI transport runs requests concurrently, as a server would (the test clients take turns).
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as client:
+        calls = [client.post("/v1/chat/completions", json=chat()) for _ in range(count)]
+        responses = await asyncio.gather(*calls)
+    return list(responses), in_flight[1]
+
+
+async def test_queued_calls_do_not_spend_the_upstream_timeout_waiting() -> None:
+    responses, most = await run(6, upstream_max_connections=4, upstream_timeout=0.8)
+    assert [r.status_code for r in responses] == [200] * 6
+    assert most == 4
+
+
+async def test_a_wait_that_runs_out_is_the_proxys_503_not_a_504() -> None:
+    responses, _ = await run(12, upstream_max_connections=2, upstream_timeout=0.8, max_retries=0)
+    statuses = sorted(r.status_code for r in responses)
+    assert 504 not in statuses
+    assert 503 in statuses
+    refused = next(r for r in responses if r.status_code == 503)
+    assert refused.json()["error"]["code"] == "upstream_pool_exhausted"
