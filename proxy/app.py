@@ -68,6 +68,7 @@ def create_app(
     upstream = UpstreamClient(
         settings.upstream_url,
         api_key=key,
+        key_header=settings.upstream_api_key_header,
         timeout=settings.upstream_timeout,
         connect_timeout=settings.upstream_connect_timeout,
         max_connections=settings.upstream_max_connections,

@@ -6,9 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from proxy.errors import UpstreamProtocolError
+
 
 def completion_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
-    """The chunks an OpenAI stream of this completion would carry: role, content, finish, then usage if asked."""
+    """The chunks an OpenAI stream of this completion would carry: role, content, finish, then usage if asked.
+
+    Raises:
+        UpstreamProtocolError: the completion's choices are not a list of objects with message objects.
+    """
     base = {
         "id": completion.get("id", "chatcmpl-contextlift"),
         "object": "chat.completion.chunk",
@@ -18,8 +24,13 @@ def completion_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> 
     if completion.get("system_fingerprint"):
         base["system_fingerprint"] = completion["system_fingerprint"]
     chunks: list[dict[str, Any]] = []
-    for choice in completion.get("choices") or []:
-        message = choice.get("message") or {}
+    choices = completion.get("choices") or []
+    if not isinstance(choices, list):
+        raise UpstreamProtocolError("upstream answered with 'choices' that is not a list")
+    for choice in choices:
+        message = choice.get("message") or {} if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping):
+            raise UpstreamProtocolError("upstream answered with choices that are not objects with a message")
         index = choice.get("index", 0)
         delta: dict[str, Any] = {"role": message.get("role", "assistant"), "content": ""}
         chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})

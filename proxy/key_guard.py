@@ -17,15 +17,19 @@ _MIN_KEY = 8
 class KeyGuard:
     """Blanks one key wherever it appears."""
 
-    def __init__(self, authorization: str | None) -> None:
-        _, _, token = (authorization or "").partition(" ")
-        token = token.strip()
-        self._key = token.encode() if len(token) >= _MIN_KEY else None
+    def __init__(self, key: str | None) -> None:
+        key = (key or "").strip()
+        self._key = key.encode() if len(key) >= _MIN_KEY else None
 
     @classmethod
-    def for_headers(cls, forwarded: Mapping[str, str]) -> KeyGuard:
-        """The guard of the key in a set of headers about to go upstream."""
-        return cls(next((v for k, v in forwarded.items() if k.lower() == "authorization"), None))
+    def for_headers(cls, forwarded: Mapping[str, str], key_header: str = "authorization") -> KeyGuard:
+        """The guard of the key in a set of headers about to go upstream: the bearer token of
+        `Authorization`, or the whole value of another key header (`api-key` for Azure-style upstreams)."""
+        value = next((v for k, v in forwarded.items() if k.lower() == key_header), "")
+        if key_header == "authorization":
+            scheme, _, value = value.partition(" ")
+            value = value if scheme.lower() == "bearer" else ""
+        return cls(value)
 
     def blank(self, data: bytes) -> bytes:
         return data.replace(self._key, REDACTED) if self._key and self._key in data else data

@@ -55,7 +55,7 @@ class RequestRecord:
 
     def response_headers(self) -> dict[str, str]:
         return {
-            "x-request-id": self.request_id,
+            "x-contextlift-request-id": self.request_id,
             "x-context-strategy": self.strategy,
             "x-context-documents": str(self.documents),
             "x-context-upstream-calls": str(max(self.ledger.calls, self.planned_calls or 0)),
@@ -125,5 +125,8 @@ async def stamp_and_log(message: Message, scope: Scope) -> None:
         headers = MutableScopeHeaders.from_message(message)
         for name, value in record.response_headers().items():
             headers[name] = value
+        # The upstream's id is the one its support can look up, and the one the SDKs expose: it stays.
+        if "x-request-id" not in headers:
+            headers["x-request-id"] = record.request_id
     elif message["type"] == "http.response.body" and not message.get("more_body", False):
         record.finish()

@@ -34,7 +34,7 @@ from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
-from proxy.upstream_headers import HOP_BY_HOP, forwarded_headers
+from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
     ChatRequest,
     Completion,
@@ -52,9 +52,6 @@ from strategies import (
 T = TypeVar("T")
 log = structlog.get_logger("contextlift")
 _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-# Bodies are relayed decoded (see proxy.bodies), so their length and encoding headers no longer apply;
-# an upstream's cookies are its own (see the README, "Cookies").
-_NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server", "set-cookie"}
 
 
 class ClientDisconnected(Exception):
@@ -85,6 +82,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         state.settings.max_upstream_calls,
         retry_budget=state.settings.retry_budget,
         lease=request.scope.get("state", {}).get(LEASE_KEY),
+        query=request.url.query,
     )
     record.ledger = upstream.ledger
     guard = upstream.guard
@@ -311,9 +309,9 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
     content = await request.body()
     fields = json_fields(content, request.headers.get("content-type"))
     reject_upstream_overrides(request.headers, fields)
-    headers = forwarded_headers(request.headers, state.upstream.api_key)
-    guard = KeyGuard.for_headers(headers)
     upstream = state.upstream
+    headers = upstream.forwarded(request.headers)
+    guard = upstream.guard(headers)
     upstream_request = upstream.build_request(
         request.method, encoded_path(path), headers=headers, content=content or None, params=request.url.query or None
     )
@@ -331,7 +329,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
             record.ledger.failed(error)
             record.error = error.code
         raise
-    relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in _NOT_RELAYED})
+    relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in NOT_RELAYED})
     if response.status_code >= 400:
         # Error bodies are small and are where keys get echoed: read whole, bounded, and blanked.
         try:

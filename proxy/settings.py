@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         description="Key sent upstream as a bearer token. When set it replaces the client's Authorization "
         "(clients then need no upstream key); when unset the client's Authorization is forwarded.",
     )
+    upstream_api_key_header: str = Field(
+        "authorization",
+        pattern=r"^[A-Za-z0-9-]+$",
+        description="Header that carries upstream_api_key: `authorization` sends `Bearer <key>`; any other "
+        "(`api-key` for Azure OpenAI) sends the key as it is. The client's credentials in either are replaced.",
+    )
     upstream_timeout: float = Field(
         300.0,
         gt=0,
@@ -64,7 +70,8 @@ class Settings(BaseSettings):
         30,
         ge=1,
         description="Most upstream calls (retries included) one request may cause. A selection that could "
-        "exceed it (calls of its executor x (1 + max_retries)) is refused with 400 before any call.",
+        "exceed it (calls of its executor, plus min(retry_budget, calls x max_retries) retries) is refused with 400 "
+        "before any call.",
     )
     max_in_flight: int = Field(
         256,
@@ -79,10 +86,11 @@ class Settings(BaseSettings):
         "then end with an error event.",
     )
     max_body_bytes: int = Field(
-        16 * 1024 * 1024,
+        64 * 1024 * 1024,
         ge=1024,
         description="Largest request body accepted, in bytes; larger ones get 413 before being read whole. "
-        "16 MiB holds a 128k-token context several times over.",
+        "64 MiB takes the image inputs providers accept (OpenAI: up to 50 MB per request, base64 included); the "
+        "detection work on text is bounded apart, by max_documents and max_document_bytes.",
     )
     max_documents: int = Field(
         2_000,

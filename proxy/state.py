@@ -80,7 +80,9 @@ class ProxyState:
             pipeline = self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
         except StrategySelectionError as error:
             raise InvalidStrategy(str(error), param=param) from None
-        worst = pipeline.max_upstream_calls() * (1 + self.settings.max_retries)
+        calls = pipeline.max_upstream_calls()
+        # Retries are drawn from one budget per request (retry_budget), each call retried at most max_retries.
+        worst = calls + min(self.settings.retry_budget, calls * self.settings.max_retries)
         if worst > self.settings.max_upstream_calls:
             raise InvalidStrategy(
                 f"'{pipeline.label}' could make {worst} upstream calls with retries, over the limit of "

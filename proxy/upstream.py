@@ -81,6 +81,7 @@ class UpstreamClient:
         base_url: str,
         *,
         api_key: str | None,
+        key_header: str = "authorization",
         timeout: float,
         connect_timeout: float,
         max_connections: int,
@@ -88,8 +89,12 @@ class UpstreamClient:
         stream_limits: StreamLimits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        # A base URL may carry its own query (Azure's `?api-version=...`): kept apart, merged into every call.
+        base = httpx.URL(base_url)
+        self.base_url = str(base.copy_with(query=None, fragment=None)).rstrip("/")
+        self.base_params = base.params
         self.api_key = api_key
+        self.key_header = key_header.lower()
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
@@ -116,15 +121,23 @@ class UpstreamClient:
         *,
         retry_budget: int | None = None,
         lease: Lease | None = None,
+        query: str = "",
     ) -> RequestUpstream:
         """A view of the upstream for one client request, carrying that client's forwarded headers, allowed
         at most `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK
-        says it retries itself), its buffered answers charged to `lease`."""
+        says it retries itself), its buffered answers charged to `lease`, the client's `query` on every call."""
         retries = self.retry.max_retries if retry_budget is None else retry_budget
         if client_retries(inbound_headers):
             retries = 0
-        headers = forwarded_headers(inbound_headers, self.api_key)
-        return RequestUpstream(self, headers, budget, retries=retries, lease=lease)
+        return RequestUpstream(self, self.forwarded(inbound_headers), budget, retries=retries, lease=lease, query=query)
+
+    def forwarded(self, inbound_headers: Mapping[str, str]) -> dict[str, str]:
+        """A client's headers as they go upstream (see `forwarded_headers`)."""
+        return forwarded_headers(inbound_headers, self.api_key, self.key_header)
+
+    def guard(self, forwarded: Mapping[str, str]) -> KeyGuard:
+        """The guard of the key these forwarded headers carry."""
+        return KeyGuard.for_headers(forwarded, self.key_header)
 
     async def reserve(self) -> None:
         """Wait until one of the pool's connections is this call's. The wait happens inside the proxy (many
@@ -177,13 +190,19 @@ class UpstreamClient:
         content: bytes | None = None,
         params: str | None = None,
     ) -> httpx.Request:
-        return self._client.build_request(method, self.url(path), headers=headers, content=content, params=params)
+        """A request to `path` below the base URL, with the base URL's query and then the client's."""
+        merged = self.base_params.merge(httpx.QueryParams(params)) if params else self.base_params
+        return self._client.build_request(method, self.url(path), headers=headers, content=content, params=merged)
 
     async def reachable(self, probe_seconds: float = 3.0) -> bool:
         """Whether the upstream answers HTTP at all (an auth error still means reachable)."""
-        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        request = self._client.build_request(
+            "GET", self.url("models"), headers=self.forwarded({}), params=self.base_params, timeout=probe_seconds
+        )
         try:
-            response = await self._client.get(self.url("models"), headers=headers, timeout=probe_seconds)
+            # Streamed and closed unread: the status is all a probe needs, and a body could be a bomb.
+            response = await self._client.send(request, stream=True)
+            await response.aclose()
         except httpx.HTTPError:
             return False
         return response.status_code < 500
@@ -248,13 +267,15 @@ class RequestUpstream:
         *,
         retries: int | None = None,
         lease: Lease | None = None,
+        query: str = "",
     ) -> None:
         self._client = client
+        self._query = query
         self._headers = headers
         self._budget = budget
         self._retries_left = client.retry.max_retries if retries is None else retries
         self._lease = lease
-        self.guard = KeyGuard.for_headers(headers)
+        self.guard = client.guard(headers)
         self.ledger = CallLedger()
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
@@ -368,7 +389,9 @@ class RequestUpstream:
         else:
             content = _compact_json(body).encode()
         headers = {**self._headers, "content-type": "application/json"}
-        return self._client.build_request("POST", "chat/completions", headers=headers, content=content)
+        return self._client.build_request(
+            "POST", "chat/completions", headers=headers, content=content, params=self._query or None
+        )
 
 
 class HttpCompletionStream:
@@ -390,6 +413,7 @@ class HttpCompletionStream:
         self._guard = guard
         self._deadline = deadline
         self._closed = False
+        self._finished = False
         self._usage: Any = None
         self.headers: Mapping[str, str] = guard.blank_headers(relayed_headers(response.headers))
         self.span: Span | None = None
@@ -419,7 +443,8 @@ class HttpCompletionStream:
             raise transport_error(error, "in the middle of the stream") from None
         finally:
             await self.aclose()
-        raise UpstreamProtocolError("upstream stream ended without [DONE]")
+        if not self._finished:
+            raise UpstreamProtocolError("upstream stream ended without [DONE] before any finish_reason")
 
     def _checked(self, data: str) -> str:
         """The event's data, if it is a JSON object (the only events a chat stream has), the key blanked."""
@@ -432,6 +457,10 @@ class HttpCompletionStream:
         if chunk.get("usage"):
             self._ledger.add_usage(chunk.get("usage"))
             self._usage = chunk.get("usage")
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+            # Several OpenAI-compatible servers end a complete stream here, without `[DONE]`: accepted.
+            self._finished = True
         return self._guard.blank_text(data)
 
     async def aclose(self) -> None:

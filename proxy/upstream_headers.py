@@ -27,7 +27,6 @@ NEVER_FORWARDED = HOP_BY_HOP | {
     "host",
     "content-length",
     "accept-encoding",
-    "x-request-id",
     "cookie",
     "forwarded",
     "x-forwarded-host",
@@ -38,16 +37,20 @@ NEVER_FORWARDED = HOP_BY_HOP | {
     "x-original-uri",
     "x-rewrite-url",
 }
+# The one list of upstream response headers never relayed: hop-by-hop ones, what the proxy rewrites (length
+# and encoding: bodies are relayed decoded), what its own server sets, and cookies (README, "Cookies").
+NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server", "set-cookie"}
 CLIENT_RETRY_HEADER = "x-stainless-retry-count"
 """The openai SDKs (and litellm, instructor) number their own retries here; > 0 means the client retries."""
 CONTROL_PREFIX = "x-context-"
 # Relayed from upstream responses to the client: what an OpenAI client reads (retries, rate limits, timing).
-_RELAYED_EXACT = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"})
-_RELAYED_PREFIXES = ("x-ratelimit-",)
 
 
-def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[str, str]:
-    """The client's headers as they go upstream: control and hop-by-hop headers removed, the key applied."""
+def forwarded_headers(
+    inbound: Mapping[str, str], api_key: str | None, key_header: str = "authorization"
+) -> dict[str, str]:
+    """The client's headers as they go upstream: control and hop-by-hop headers removed, the operator's key
+    (when there is one) in `key_header` in place of whatever credentials the client sent there."""
     connection_listed = {h.strip().lower() for h in inbound.get("connection", "").split(",") if h.strip()}
     headers = {
         name: value
@@ -57,19 +60,21 @@ def forwarded_headers(inbound: Mapping[str, str], api_key: str | None) -> dict[s
         and not name.lower().startswith(CONTROL_PREFIX)
     }
     if api_key is not None:
-        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-        headers["authorization"] = f"Bearer {api_key}"
+        replaced = {"authorization", key_header}
+        headers = {k: v for k, v in headers.items() if k.lower() not in replaced}
+        headers[key_header] = f"Bearer {api_key}" if key_header == "authorization" else api_key
     return headers
 
 
 def relayed_headers(upstream: httpx.Headers) -> dict[str, str]:
-    """The upstream response headers an OpenAI client should see through the proxy."""
-    relayed = {
-        name: value for name, value in upstream.items() if name in _RELAYED_EXACT or name.startswith(_RELAYED_PREFIXES)
+    """The upstream's response headers as the client gets them: all of them (its `x-request-id`, rate limits,
+    `openai-*`, anything a provider adds) but NOT_RELAYED, the content type (the proxy writes the body it
+    sends) and the `x-context-*` family, which is the proxy's own."""
+    return {
+        name: value
+        for name, value in upstream.items()
+        if name not in NOT_RELAYED and name != "content-type" and not name.startswith(CONTROL_PREFIX)
     }
-    if "x-request-id" in upstream:
-        relayed["x-upstream-request-id"] = upstream["x-request-id"]
-    return relayed
 
 
 def error_headers(response: httpx.Response) -> dict[str, str]:

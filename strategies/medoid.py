@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import anyio
 import numpy as np
 
+from strategies.embedder import embed_off_loop
 from strategies.evidence import answer_text, sum_usage, with_usage
 from strategies.pipeline import StepContext, StrategyOutcome
 from strategies.registry import Executor, Param, Params
@@ -51,12 +52,8 @@ class Medoid(Executor):
     async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
         seed = params.get("seed", context.services.seed)
         rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()
-        documents = list(request.documents)
-        bodies = []
-        for _ in range(int(params["k"])):
-            order = rng.sample(documents, len(documents)) if params["permute"] == "on" else documents
-            permuted = request.with_documents(order).render()
-            bodies.append({k: v for k, v in permuted.items() if k not in _NOT_PER_CALL})
+        # k renderings of every document: CPU work in proportion to the request, not for the event loop.
+        bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng)
         results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
         answered = [r for r in results if isinstance(r, Completion)]
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -78,8 +75,16 @@ class Medoid(Executor):
             context.note(f"absent={len(answers) - len(candidates)}")
         if len(candidates) <= 2:
             return candidates[0]  # with one or two answers every one is a medoid: keep the first
-        vectors: Any = await anyio.to_thread.run_sync(
-            context.services.require_embedder().embed, [answers[i] for i in candidates]
-        )
+        vectors = await embed_off_loop(context.services.require_embedder(), [answers[i] for i in candidates])
         totals = (vectors @ vectors.T).sum(axis=1)
         return candidates[int(np.argmax(totals))]
+
+
+def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -> list[dict[str, Any]]:
+    documents = list(request.documents)
+    bodies = []
+    for _ in range(int(params["k"])):
+        order = rng.sample(documents, len(documents)) if params["permute"] == "on" else documents
+        permuted = request.with_documents(order).render()
+        bodies.append({k: v for k, v in permuted.items() if k not in _NOT_PER_CALL})
+    return bodies

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import anyio
 from opentelemetry import trace
 
 from strategies.embedder import Embedder
@@ -69,7 +70,8 @@ class PipelineResult:
 
 async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome:
     """Send the request as rendered, once, streamed if the client asked for a stream."""
-    body = request.render()
+    # Rendering documents is work in proportion to them, so not on the event loop; without any it is a copy.
+    body = await anyio.to_thread.run_sync(request.render) if request.documents else request.render()
     if request.stream:
         return await upstream.stream(body)
     return await upstream.complete(body)

@@ -5,12 +5,14 @@ the documents, turning a long-context task into a short one."""
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import anyio
 
 from strategies.evidence import (
     answer_text,
     intermediate_body,
-    locate,
+    locate_normalized,
     normalize,
     with_prior_usage,
 )
@@ -19,8 +21,10 @@ from strategies.prompts import RECITE_PROMPT
 from strategies.registry import Executor, Param, Params
 from strategies.request import ChatRequest, Document
 
+# Matched against stripped lines. No two `\s*` can take the same spaces (which made a long run of them cost its
+# square), and a document number has at most 9 digits (`int` refuses one past 4,300).
 _NUMBERED_LINE = re.compile(
-    r"^\s*(?:[-*•]\s*)?(?:document|doc)?\s*\[?(?P<number>\d+)\]?\s*[:.)\-]\s*(?P<text>.*)$", re.IGNORECASE
+    r"^(?:[-*•]\s*)?(?:(?:document|doc)\s*)?\[?(?P<number>\d{1,9})\]?\s*[:.)\-]\s*(?P<text>.*)$", re.IGNORECASE
 )
 
 
@@ -32,6 +36,7 @@ def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
     stands for the whole document. Text that occurs nowhere is dropped: it was not recited but invented.
     """
     documents = request.documents
+    normalized = [normalize(d.text) for d in documents]
     base = request.block.numbering_base if request.block and request.block.numbering_base is not None else 1
     pieces: dict[int, list[str]] = {}
     for raw_line in recitation.splitlines():
@@ -40,14 +45,15 @@ def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
             continue
         match = _NUMBERED_LINE.match(line)
         text = match.group("text").strip() if match else line
-        claimed = int(match.group("number")) - base if match else None
-        if claimed is not None and 0 <= claimed < len(documents) and not normalize(text):
+        claimed = int(match.group("number")) - base if match else -1
+        names_a_document = 0 <= claimed < len(documents)
+        if names_a_document and not normalize(text):
             pieces.setdefault(claimed, []).append(documents[claimed].text)
             continue
-        if claimed is not None and 0 <= claimed < len(documents) and locate(text, [documents[claimed]]) is not None:
+        if names_a_document and locate_normalized(text, [normalized[claimed]]) is not None:
             index: int | None = claimed
         else:
-            index = locate(text, documents)
+            index = locate_normalized(text, normalized)
         if index is not None:
             pieces.setdefault(index, []).append(text.strip(" \"'“”"))
     return [Document(text=" ".join(dict.fromkeys(pieces[i])), title=documents[i].title) for i in sorted(pieces)]
@@ -65,12 +71,19 @@ class Recite(Executor):
         return 2
 
     async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
-        prompt = RECITE_PROMPT.format(documents=request.documents_text(), question=request.question)
-        recitation = await context.upstream.complete(intermediate_body(request, prompt, int(params["max_tokens"])))
+        # Rendering the documents and finding the recited lines in them are CPU work in proportion to the
+        # request: in a worker thread, not on the event loop.
+        body = await anyio.to_thread.run_sync(_recitation_body, request, int(params["max_tokens"]))
+        recitation = await context.upstream.complete(body)
         text = answer_text(recitation)
-        evidence = recited_evidence(text, request)
+        evidence = await anyio.to_thread.run_sync(recited_evidence, text, request)
         if not evidence:
             context.fall_back("empty-recitation" if normalize(text) in ("", "none") else "unmatched-recitation")
             return with_prior_usage(await send_once(request, context.upstream), [recitation])
         context.note(f"evidence={len(evidence)}")
         return with_prior_usage(await send_once(request.with_documents(evidence), context.upstream), [recitation])
+
+
+def _recitation_body(request: ChatRequest, max_tokens: int) -> dict[str, Any]:
+    prompt = RECITE_PROMPT.format(documents=request.documents_text(), question=request.question)
+    return intermediate_body(request, prompt, max_tokens)

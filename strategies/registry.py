@@ -7,6 +7,7 @@ flags. The built-in strategies register exactly as a third-party one would, eith
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ class Param:
     description: str
     minimum: float | None = None
     maximum: float | None = None
-    """The built-in cap; operators may set another in settings, and a request can only go below it."""
+    """The built-in cap; operators may set another in settings, and a request can only go below it. A default
+    above the cap in force is lowered to it."""
     choices: tuple[str, ...] = ()
 
     def parse(self, text: str, cap: float | None) -> ParamValue:
@@ -67,6 +69,21 @@ class Param:
         if cap is not None and value > cap:
             raise ValueError(f"must be at most {_number(cap)} (the configured cap), got {text}")
         return value
+
+    def default_within(self, cap: float | None) -> ParamValue | None:
+        """The default, lowered to `cap` when it is above it: an operator's cap binds what a request gets
+        without asking as much as what it asks for.
+
+        Raises:
+            ValueError: the cap is below the minimum, so no value is allowed at all.
+        """
+        default = self.default
+        if cap is None or default is None or isinstance(default, str) or default <= cap:
+            return default
+        lowered = math.floor(cap) if self.kind is int else cap
+        if self.minimum is not None and lowered < self.minimum:
+            raise ValueError(f"has a configured cap of {_number(cap)}, below its minimum of {_number(self.minimum)}")
+        return lowered
 
 
 def _number(value: float) -> str:
@@ -211,20 +228,31 @@ class StrategyRegistry:
 
 def _typed_params(strategy: Strategy, given: Mapping[str, str], caps: Mapping[str, float]) -> dict[str, ParamValue]:
     declared = {p.name: p for p in strategy.params}
-    values: dict[str, ParamValue] = {p.name: p.default for p in strategy.params if p.default is not None}
+    values: dict[str, ParamValue] = {}
     for name, text in given.items():
         if name not in declared:
             accepted = ", ".join(declared) or "none"
             raise StrategySelectionError(
                 f"strategy {strategy.name!r} has no parameter {name!r}; it accepts: {accepted}"
             )
-        param = declared[name]
-        cap = caps.get(f"{strategy.name}.{name}", param.maximum)
         try:
-            values[name] = param.parse(text, cap)
+            values[name] = declared[name].parse(text, _cap(strategy, declared[name], caps))
         except ValueError as error:
             raise StrategySelectionError(f"{strategy.name}: {name} {error}") from None
+    for param in strategy.params:
+        if param.name in given:
+            continue
+        try:
+            default = param.default_within(_cap(strategy, param, caps))
+        except ValueError as error:
+            raise StrategySelectionError(f"{strategy.name}: {param.name} {error}") from None
+        if default is not None:
+            values[param.name] = default
     return values
+
+
+def _cap(strategy: Strategy, param: Param, caps: Mapping[str, float]) -> float | None:
+    return caps.get(f"{strategy.name}.{param.name}", param.maximum)
 
 
 def _ordered_pipeline(steps: list[Step]) -> Pipeline:

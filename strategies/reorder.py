@@ -9,6 +9,7 @@ from typing import ClassVar, TypeVar
 import anyio
 import numpy as np
 
+from strategies.embedder import embed_off_loop
 from strategies.pipeline import StepContext
 from strategies.registry import Param, Params, Transform
 from strategies.request import ChatRequest, Document
@@ -54,14 +55,19 @@ class Reorder(Transform):
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         embedder = context.services.require_embedder()
         texts = [request.question, *(_embedding_text(d) for d in request.documents)]
-        vectors = await anyio.to_thread.run_sync(embedder.embed, texts)
+        vectors = await embed_off_loop(embedder, texts)
         scores = vectors[1:] @ vectors[0]
         # Stable: equal scores keep the client's order.
         ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
         ranked = [request.documents[i] for i in ranking]
         budget = params.get("budget")
         if isinstance(budget, int):
-            ranked = _within_budget(ranked, budget, context)
+            # Counting tokens is CPU work in proportion to the documents: not on the event loop.
+            counts = await anyio.to_thread.run_sync(_token_counts, ranked, context)
+            kept = _kept_within(counts, budget)
+            if kept < len(ranked):
+                context.note(f"dropped={len(ranked) - kept}")
+            ranked = ranked[:kept]
         return request.with_documents(arrange(ranked, str(params["order"])))
 
 
@@ -69,12 +75,12 @@ def _embedding_text(document: Document) -> str:
     return f"{document.title}\n{document.text}" if document.title else document.text
 
 
-def _within_budget(ranked: list[Document], budget: int, context: StepContext) -> list[Document]:
-    counts = np.array([context.services.tokenizer.count(d.raw or d.text) for d in ranked])
-    kept = len(ranked)
+def _token_counts(documents: list[Document], context: StepContext) -> list[int]:
+    return [context.services.tokenizer.count(d.raw or d.text) for d in documents]
+
+
+def _kept_within(counts: list[int], budget: int) -> int:
+    """How many of the best documents fit in `budget` tokens together."""
+    totals = np.cumsum(counts)
     # The best document stays even when it alone is over the budget: an empty context answers nothing.
-    while kept > 1 and counts[:kept].sum() > budget:
-        kept -= 1
-    if kept < len(ranked):
-        context.note(f"dropped={len(ranked) - kept}")
-    return ranked[:kept]
+    return max(1, int(np.searchsorted(totals, budget, side="right")))

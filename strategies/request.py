@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from strategies.formats import SCANNERS, DocumentFormat, DocumentSpan, render_litm_line
+from strategies.limits import DocumentLimits
 
 DOCUMENTS_FIELD = "documents"
 """Body field in which a client may pass documents as a list of strings or `{"title", "text"}` objects."""
@@ -158,7 +159,9 @@ class ChatRequest:
                 rendered[slot] = document.as_part()
             return rendered
         # A different number of documents: they take the place of the first slot, other parts keep their order.
-        kept = [part for i, part in enumerate(rendered) if i not in slots]
+        # A set: membership in the list of slots made this the square of the number of parts.
+        document_slots = set(slots)
+        kept = [part for i, part in enumerate(rendered) if i not in document_slots]
         return kept[: slots[0]] + [d.as_part() for d in self.documents] + kept[slots[0] :]
 
 
@@ -168,20 +171,28 @@ def _separator(separators: tuple[str, ...], index: int) -> str:
     return separators[index] if index < len(separators) else separators[-1]
 
 
-def parse_request(body: Mapping[str, Any]) -> ChatRequest:
+def parse_request(body: Mapping[str, Any], limits: DocumentLimits | None = None) -> ChatRequest:
     """Split a validated chat-completions body into instructions, documents and question.
 
     Documents come from the `documents` body field when present, else from the first message, searching
     the last user message first and then the others from last to first, in which a document format is found.
 
+    A pure function of its arguments, in time linear in the body's size: safe to run in a worker thread.
+
+    Args:
+        body: the client's chat-completions body, already checked to hold a list of messages.
+        limits: the most documents and document bytes the request may carry; None: unbounded.
+
     Raises:
         DocumentFieldError: the `documents` field is malformed.
+        DocumentLimitError: the documents found, or given in the `documents` field, exceed `limits`; checked
+            before objects are built for more documents than the limit.
     """
     if DOCUMENTS_FIELD in body:
-        return _from_documents_field(body)
+        return _from_documents_field(body, limits)
     messages = body["messages"]
     for index in _search_order(messages):
-        found = _find_in_message(messages[index], index)
+        found = _find_in_message(messages[index], index, limits)
         if found is not None:
             block, documents = found
             return ChatRequest(
@@ -201,28 +212,40 @@ def _search_order(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return first + [i for i in reversed(candidates) if i not in first]
 
 
-def _find_in_message(message: Mapping[str, Any], index: int) -> tuple[DocumentBlock, tuple[Document, ...]] | None:
+_Found = tuple[DocumentBlock, tuple[Document, ...]]
+
+
+def _find_in_message(message: Mapping[str, Any], index: int, limits: DocumentLimits | None) -> _Found | None:
     content = message.get("content")
     if isinstance(content, str):
-        return _find_in_text(content, index, None)
+        return _find_in_text(content, index, None, limits)
     if not isinstance(content, list):
         return None
     text_positions = [i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("type") == "text"]
+    if limits is not None:
+        # Text parts are the documents when none of them holds a format: past the limit, refuse them before
+        # scanning every one, so that the work stays within what the limit allows.
+        limits.check_count(len(text_positions) - 1)
     for position in text_positions:
         text = content[position].get("text")
         if isinstance(text, str):
-            found = _find_in_text(text, index, position)
+            found = _find_in_text(text, index, position, limits)
             if found is not None:
                 return found
     if len(text_positions) >= 3 and all(isinstance(content[i].get("text"), str) for i in text_positions):
-        return _parts_block(content, index, text_positions)
+        return _parts_block(content, index, text_positions, limits)
     return None
 
 
-def _find_in_text(text: str, index: int, part_index: int | None) -> tuple[DocumentBlock, tuple[Document, ...]] | None:
+def _find_in_text(text: str, index: int, part_index: int | None, limits: DocumentLimits | None) -> _Found | None:
+    # One span past the limit is enough to refuse the request: the scan stops there.
+    most = None if limits is None else limits.max_documents + 1
     for fmt, scan in SCANNERS:
-        spans = scan(text)
+        spans = list(itertools.islice(scan(text), most))
         if spans:
+            if limits is not None:
+                limits.check_count(len(spans))
+                limits.check_bytes(text[s.start : s.end] for s in spans)
             return _block_from_spans(text, spans, fmt, index, part_index)
     return None
 
@@ -257,9 +280,12 @@ def _plain_number(text: str, span: DocumentSpan) -> bool:
 
 
 def _parts_block(
-    content: Sequence[Mapping[str, Any]], index: int, text_positions: list[int]
-) -> tuple[DocumentBlock, tuple[Document, ...]]:
+    content: Sequence[Mapping[str, Any]], index: int, text_positions: list[int], limits: DocumentLimits | None
+) -> _Found:
     *doc_positions, question = text_positions
+    if limits is not None:
+        limits.check_count(len(doc_positions))
+        limits.check_bytes(content[i]["text"] for i in doc_positions)
     documents = tuple(Document(text=content[i]["text"], raw=content[i]["text"], part=content[i]) for i in doc_positions)
     block = DocumentBlock(
         format=DocumentFormat.PARTS,
@@ -302,8 +328,8 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _from_documents_field(body: Mapping[str, Any]) -> ChatRequest:
-    documents = _documents_from_field(body[DOCUMENTS_FIELD])
+def _from_documents_field(body: Mapping[str, Any], limits: DocumentLimits | None) -> ChatRequest:
+    documents = _documents_from_field(body[DOCUMENTS_FIELD], limits)
     rest = {k: v for k, v in body.items() if k != DOCUMENTS_FIELD}
     messages = [dict(m) for m in rest["messages"]]
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -331,9 +357,12 @@ def _from_documents_field(body: Mapping[str, Any]) -> ChatRequest:
     return replace(request, question=_question(block, messages))
 
 
-def _documents_from_field(value: Any) -> tuple[Document, ...]:
+def _documents_from_field(value: Any, limits: DocumentLimits | None) -> tuple[Document, ...]:
     if not isinstance(value, list):
         raise DocumentFieldError('\'documents\' must be a list of strings or {"title", "text"} objects')
+    if limits is not None:
+        limits.check_count(len(value))  # before a single object is built for them
+        limits.check_bytes(_field_texts(value))
     documents = []
     for position, item in enumerate(value, start=1):
         if isinstance(item, str):
@@ -349,3 +378,14 @@ def _documents_from_field(value: Any) -> tuple[Document, ...]:
         prefix = len("Document [")
         documents.append(Document(text=text, title=title, raw=raw, number_span=(prefix, prefix + len(str(position)))))
     return tuple(documents)
+
+
+def _field_texts(items: list[Any]) -> Iterator[str]:
+    """The texts and titles of the `documents` field's items; malformed items are reported later, in order."""
+    for item in items:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            for key in ("title", "text"):
+                if isinstance(item.get(key), str):
+                    yield item[key]

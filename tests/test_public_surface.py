@@ -14,6 +14,13 @@ def test_all_names_exist_once(package: str) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
 
 
+def test_strategies_export_what_the_proxy_bounds_requests_with() -> None:
+    import strategies
+
+    assert {"DocumentLimits", "DocumentLimitError", "embed_off_loop"} <= set(strategies.__all__)
+    assert issubclass(strategies.DocumentLimitError, ValueError)
+
+
 def test_eval_does_not_import_the_proxy() -> None:
     import subprocess
     import sys

@@ -63,7 +63,7 @@ def test_medoid_with_two_failures_and_one_hang_answers_from_the_rest(make_client
 
 
 def test_a_selection_that_could_exceed_the_call_budget_is_refused(make_client: Any, fake: FakeUpstream) -> None:
-    client = make_client(max_upstream_calls=10, max_retries=1)
+    client = make_client(max_upstream_calls=10, max_retries=1, retry_budget=10)
     response = client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "fact; rounds=5"})
     assert response.status_code == 400
     assert "could make 12 upstream calls" in response.json()["error"]["message"]

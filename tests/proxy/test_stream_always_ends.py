@@ -71,7 +71,7 @@ def test_medoid_candidates_with_non_object_choices_end_the_stream_cleanly(client
         "/v1/chat/completions", json=chat(QUESTION, stream=True), headers={"x-context-strategy": "medoid; k=3"}
     )
     assert response.status_code == 200
-    assert_error_then_done(response.text)
+    assert assert_error_then_done(response.text)["code"] == "upstream_protocol_error"
 
 
 def test_n_choices_with_include_usage_end_with_done(client: Any, fake: FakeUpstream) -> None:

@@ -60,11 +60,19 @@ def test_failure_mid_stream_becomes_an_error_event_then_done(client: Any, fake: 
     assert lines[3:] == ["[DONE]"]
 
 
-def test_stream_ending_without_done_gets_an_error_event(client: Any, fake: FakeUpstream) -> None:
+def test_stream_ending_without_done_after_a_finish_reason_is_complete(client: Any, fake: FakeUpstream) -> None:
     fake.queue(sse_response(sse_body(EVENTS, done=False)))
     lines = data_lines(client.post("/v1/chat/completions", json=chat(stream=True)).text)
-    assert lines[: len(EVENTS)] == EVENTS
-    assert "without [DONE]" in json.loads(lines[len(EVENTS)])["error"]["message"]
+    assert lines == [*EVENTS, "[DONE]"]
+
+
+def test_stream_ending_without_done_before_any_finish_reason_gets_an_error_event(
+    client: Any, fake: FakeUpstream
+) -> None:
+    fake.queue(sse_response(sse_body(EVENTS[:-1], done=False)))
+    lines = data_lines(client.post("/v1/chat/completions", json=chat(stream=True)).text)
+    assert lines[: len(EVENTS) - 1] == EVENTS[:-1]
+    assert "without [DONE]" in json.loads(lines[len(EVENTS) - 1])["error"]["message"]
     assert lines[-1] == "[DONE]"
 
 

@@ -65,7 +65,8 @@ def test_upstream_error_status_body_and_retry_headers_pass_through(client: Any, 
     assert response.json() == error
     assert response.headers["retry-after"] == "60"
     assert response.headers["x-ratelimit-remaining-requests"] == "0"
-    assert response.headers["x-upstream-request-id"] == "up-1"
+    assert response.headers["x-request-id"] == "up-1"
+    assert len(response.headers["x-contextlift-request-id"]) == 32
     assert response.headers["x-context-upstream-calls"] == "1"
 
 

@@ -79,3 +79,19 @@ def test_content_parts_round_trip(texts: list[str], with_image: bool) -> None:
     if with_image:
         parts.insert(1, {"type": "image_url", "image_url": {"url": "data:,"}})
     roundtrip({"model": "m", "messages": [{"role": "user", "content": parts}]})
+
+
+titles_with_line_breaks = st.one_of(
+    st.none(), st.text(st.sampled_from(["a", " ", ")", "(", "\r", "\v", "\f", "\x85", "\u2028", "\u2029"]), max_size=12)
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    docs=st.lists(st.tuples(titles_with_line_breaks, line_text), min_size=1, max_size=6),
+    head=any_text,
+    tail=any_text,
+)
+def test_titles_holding_line_breaks_round_trip(docs: list[tuple[str | None, str]], head: str, tail: str) -> None:
+    # Line breaks other than "\n" can sit inside a detected title; a document nobody moved is sent as written.
+    roundtrip({"model": "m", "messages": [{"role": "user", "content": litm(docs, head, tail)}]})

@@ -1,11 +1,19 @@
-"""The real all-MiniLM-L6-v2 embedder: offline from its package, unit vectors, a bounded content-hash cache."""
+"""The real all-MiniLM-L6-v2 embedder: offline from its package, unit vectors, a bounded content-hash cache,
+and a cut of long texts that leaves their vectors as the whole text gives them."""
 
 from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from strategies import SentenceTransformerEmbedder
+from strategies.embedder import MAX_EMBEDDED_CHARS
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +39,25 @@ def test_repeated_texts_come_from_the_cache_and_it_stays_bounded(embedder: Sente
     assert np.array_equal(again, first[::-1])
     embedder.embed(["gamma", "delta", "epsilon", "zeta"])
     assert len(embedder._cache) == 3
+
+
+def real_texts() -> dict[str, str]:
+    squad = json.loads((SHARED / "squad" / "squad-v2.0-dev.json").read_text())
+    with gzip.open(SHARED / "humaneval" / "HumanEval.jsonl.gz", "rt") as handle:
+        code = [json.loads(line) for line in handle]
+    return {
+        "prose": "\n\n".join(p["context"] for a in squad["data"][:20] for p in a["paragraphs"]),
+        "code": "\n".join(c["prompt"] + c["canonical_solution"] for c in code[:60]),
+    }
+
+
+def test_the_cut_holds_far_more_than_the_256_word_pieces_the_model_reads(embedder: SentenceTransformerEmbedder) -> None:
+    for text in real_texts().values():
+        assert len(text) > MAX_EMBEDDED_CHARS
+        assert len(embedder._model.tokenizer.tokenize(text[:MAX_EMBEDDED_CHARS])) > 4 * 256
+
+
+def test_a_long_text_embeds_as_the_model_embeds_it_whole(embedder: SentenceTransformerEmbedder) -> None:
+    texts = list(real_texts().values())
+    whole = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.allclose(embedder.embed(texts), whole, atol=1e-6)

@@ -1,0 +1,120 @@
+"""Detection and rendering take time linear in the prompt: 1 MB built to make a scanner backtrack or search
+again for every opening costs a fraction of a second, where a quadratic scan would take many minutes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from strategies.recite import recited_evidence
+from tests.fakes import FakeEmbedder
+from tests.strategies.scripted import ScriptedUpstream
+
+MB = 1_000_000
+BOUND_SECONDS = 3.0
+"""Generous on a loaded machine: each case takes well under half a second, a quadratic scan minutes."""
+
+
+def megabyte(unit: str, head: str = "", tail: str = "") -> str:
+    return head + unit * ((MB - len(head) - len(tail)) // len(unit)) + tail
+
+
+def cpu_seconds(work: Callable[[], Any]) -> float:
+    started = time.process_time()
+    work()
+    return time.process_time() - started
+
+
+def body(content: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": content}]}
+
+
+HOSTILE_PROMPTS = {
+    # `"<doc>" * 16000` (80 KB) took 11.5 s: every opening searched the rest of the text for its closing tag.
+    "xml-openings": megabyte("<doc>"),
+    "xml-long-openings": megabyte("<document>"),
+    "xml-unclosed-attributes": megabyte("<doc "),
+    "xml-attributes-closed-at-the-end": megabyte("<doc ", tail=">"),
+    "xml-near-closing-tags": megabyte("</doc" + " " * 20, head="<doc>"),
+    "xml-unclosed-title": megabyte('title="', head="<doc ", tail="></doc>"),
+    "xml-many-documents": megabyte("<doc>x</doc>"),
+    "litm-unclosed-titles": megabyte("Document [1](Title: "),
+    "litm-title-parentheses": megabyte(")x", head="Document [1](Title: "),
+    "litm-many-documents": megabyte("Document [1](Title: t) x\n"),
+    "headed-many-headers": megabyte("Document 1:\n"),
+    "headed-many-headings": megabyte("## Document 1\n"),
+    "headed-blank-lines-without-a-cue": megabyte("\n \t", head="Document 1: x"),
+    "headed-near-cues": megabyte("\n\n# Questio", head="Document 1: x"),
+    "json-unterminated-object": megabyte('"a":1,', head="{"),
+    "json-escaped-quotes": megabyte('\\"', head='{"a":"'),
+    "json-open-braces": megabyte("{"),
+    "json-arrays": megabyte("[],", head='{"a":['),
+    # Fifty nested objects, each failing to decode only at the very end of the text.
+    "json-failing-late-fifty-times": "".join(f'{{"a{i}":[' + "1," * (MB // 100) + '1],"b":' for i in range(50)),
+    "json-many-records": megabyte('"k":"v",', head="{", tail='"z":"v"}'),
+    "question-lines": megabyte("question" + " " * 30 + "\n"),
+}
+
+
+# The hardening issues' reproductions, at their own sizes: seconds each before, and quick to show it.
+REPORTED = {
+    "reported-doc-openings": "<doc>" * 16_000,
+    "reported-doc-attributes": "<doc " * 16_000,
+    "reported-document-openings": "<document>" * 12_000,
+}
+
+
+@pytest.mark.parametrize("prompt", [*REPORTED.values(), *HOSTILE_PROMPTS.values()], ids=[*REPORTED, *HOSTILE_PROMPTS])
+def test_a_hostile_prompt_is_parsed_and_rendered_in_linear_time(prompt: str) -> None:
+    def parse_and_render() -> None:
+        request = parse_request(body(prompt))
+        request.with_documents(request.documents[::-1]).render()
+
+    assert cpu_seconds(parse_and_render) < BOUND_SECONDS
+
+
+async def test_forty_thousand_identical_parts_trimmed_to_one_render_in_linear_time() -> None:
+    parts = [{"type": "text", "text": "the same short passage"}] * 40_000 + [{"type": "text", "text": "which?"}]
+    pipeline = build_registry().resolve(parse_selection("reorder; budget=1"), {})
+    upstream = ScriptedUpstream("ok")
+
+    async def run() -> None:
+        request = parse_request(body(parts))
+        await run_pipeline(pipeline, request, upstream, Services(embedder=FakeEmbedder()))
+
+    started = time.process_time()
+    await run()
+    assert time.process_time() - started < BOUND_SECONDS
+    sent = upstream.bodies[0]["messages"][0]["content"]
+    assert sent == [{"type": "text", "text": "the same short passage"}, {"type": "text", "text": "which?"}]
+
+
+def test_a_recitation_of_a_long_whitespace_run_is_read_in_linear_time() -> None:
+    request = parse_request(body("Document [1](Title: A) alpha beta gamma\nDocument [2](Title: B) delta\n\nQ: a?"))
+    # 30,000 spaces after a bullet took 8 s: two patterns in a row could each take any share of them.
+    recitation = "- " + " " * 30_000 + "x\n" + "Document [1]: alpha beta gamma"
+    evidence: list[Any] = []
+    assert cpu_seconds(lambda: evidence.extend(recited_evidence(recitation, request))) < BOUND_SECONDS
+    assert [d.text for d in evidence] == ["alpha beta gamma"]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Document [" + "1" * 5000 + "] a\nDocument [2] b",
+        "Document " + "1" * 5000 + ": a\n\nDocument 2: b",
+        '<doc index="' + "1" * 5000 + '">a</doc><doc index="2">b</doc>',
+    ],
+    ids=["litm", "headed", "xml"],
+)
+def test_a_document_number_of_thousands_of_digits_is_no_position(prompt: str) -> None:
+    # `int` refuses a string of more than 4,300 digits: such a number used to fail the whole request.
+    request = parse_request(body(prompt))
+    assert len(request.documents) == 2
+    assert request.block is not None
+    assert request.block.numbering_base is None
+    assert request.with_documents(request.documents[::-1]).with_documents(request.documents).render() == body(prompt)
