@@ -55,7 +55,9 @@ def test_stream_with_usage(sdk: openai.OpenAI) -> None:
 
 def test_documents_are_detected_in_a_real_request(sdk: openai.OpenAI) -> None:
     messages: Any = [{"role": "user", "content": LITM_PROMPT}]
-    raw = sdk.chat.completions.with_raw_response.create(model="smollm2", messages=messages, max_tokens=16)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2", messages=messages, max_tokens=16, extra_headers={"X-Context-Strategy": "reorder"}
+    )
     assert raw.headers["x-context-documents"] == "3"
     assert raw.parse().choices[0].message.content is not None
 
