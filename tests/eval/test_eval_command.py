@@ -5,18 +5,15 @@ real socket (the fake echoes the caller's key back, which no real model can be m
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from proxy.cli import main
-from proxy.local_model import free_port
 from tests.fakes import completion
+from tests.serving import fake_upstream_url
 
 CANARY = "sk-canary-7f3a9e21d4"
 
@@ -45,15 +42,8 @@ async def echoing_upstream(scope: dict[str, Any], receive: Any, send: Any) -> No
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(echoing_upstream, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(5)
+    with fake_upstream_url(echoing_upstream) as url:
+        yield url
 
 
 def evaluate(upstream_url: str, out: Path, *extra: str) -> int:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from proxy.local_model import free_port
 from tests.fakes import chunk
+from tests.serving import fake_upstream_url
 
 EVENTS = 6
 GAP_SECONDS = 0.4
@@ -46,15 +45,8 @@ async def slow_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(slow_upstream, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(5)
+    with fake_upstream_url(slow_upstream) as url:
+        yield url
 
 
 def start_proxy(upstream_url: str, grace: float, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -8,7 +8,6 @@ import http.client
 import json
 import select
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from proxy import Settings, create_app
 from proxy.server import build_server
 from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream
+from tests.serving import serve_in_thread
 
 TIMEOUT = 0.5
 """header_read_timeout and keepalive_timeout in these tests, unless a test needs one of them long."""
@@ -28,38 +28,24 @@ TIMEOUT = 0.5
 @pytest.fixture
 def serve(fake: FakeUpstream) -> Iterator[Callable[..., int]]:
     """Starts the proxy under its server on a loopback port in a thread; settings overrides as keywords."""
-    running: list[tuple[Any, threading.Thread, socket.socket]] = []
+    with contextlib.ExitStack() as running:
 
-    def start(**overrides: Any) -> int:
-        settings = Settings(
-            **{
-                "upstream_url": UPSTREAM,
-                "retry_backoff": 0.0,
-                "header_read_timeout": TIMEOUT,
-                "keepalive_timeout": TIMEOUT,
-                "shutdown_grace": 1.0,
-                **overrides,
-            }
-        )
-        app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        server = build_server(app, settings)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-        thread.start()
-        running.append((server, thread, listener))
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive(), "the server stopped while starting"
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.01)
-        return int(listener.getsockname()[1])
+        def start(**overrides: Any) -> int:
+            settings = Settings(
+                **{
+                    "upstream_url": UPSTREAM,
+                    "retry_backoff": 0.0,
+                    "header_read_timeout": TIMEOUT,
+                    "keepalive_timeout": TIMEOUT,
+                    "shutdown_grace": 1.0,
+                    **overrides,
+                }
+            )
+            app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
+            port, _ = running.enter_context(serve_in_thread(build_server(app, settings)))
+            return port
 
-    yield start
-    for server, thread, listener in running:
-        server.should_exit = True
-        thread.join(5)
-        listener.close()
+        yield start
 
 
 @dataclass

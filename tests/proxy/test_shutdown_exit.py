@@ -19,13 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from proxy import Settings, create_app
 from proxy.local_model import free_port
 from proxy.server import ProxyServer, build_server
 from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk
+from tests.serving import fake_upstream_url, serve_in_thread
 
 GRACE = 0.6
 
@@ -49,18 +49,9 @@ def server(fake: FakeUpstream) -> Iterator[tuple[ProxyServer, threading.Thread, 
     (no `on_drain`), so that only the server can end what is in flight."""
     settings = Settings(upstream_url=UPSTREAM, retry_backoff=0.0, max_retries=0, shutdown_grace=GRACE)
     app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
     proxy_server = build_server(app, settings)
-    thread = threading.Thread(target=proxy_server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    while not proxy_server.started:
-        assert thread.is_alive()
-        time.sleep(0.01)
-    yield proxy_server, thread, listener.getsockname()[1]
-    proxy_server.should_exit = True
-    thread.join(5)
-    listener.close()
+    with serve_in_thread(proxy_server) as (port, thread):
+        yield proxy_server, thread, port
 
 
 def in_background(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
@@ -154,15 +145,8 @@ async def stalling_upstream(scope: dict[str, Any], receive: Any, send: Any) -> N
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
-    port = free_port()
-    upstream = uvicorn.Server(uvicorn.Config(stalling_upstream, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=upstream.run, daemon=True)
-    thread.start()
-    while not upstream.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1"
-    upstream.should_exit = True
-    thread.join(5)
+    with fake_upstream_url(stalling_upstream) as url:
+        yield url
 
 
 def test_the_process_exits_within_grace_plus_one_second(upstream_url: str, tmp_path: Path) -> None:

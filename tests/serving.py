@@ -1,0 +1,45 @@
+"""Serving an app on a loopback port in a thread, for tests that need a real socket (clients that speak HTTP,
+servers under test, fake upstreams that a separate process calls). One helper, so every test starts and stops
+its servers the same way."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+STARTUP_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def serve_in_thread(server: uvicorn.Server) -> Iterator[tuple[int, threading.Thread]]:
+    """Run `server` on a free 127.0.0.1 port in a daemon thread; yields the port and the thread, and asks the
+    server to exit when the block ends."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not server.started:
+            assert thread.is_alive(), "the server stopped while starting"
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        yield int(listener.getsockname()[1]), thread
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        listener.close()
+
+
+@contextlib.contextmanager
+def fake_upstream_url(app: Any) -> Iterator[str]:
+    """A fake upstream ASGI app served on loopback; yields its OpenAI-style base URL (`.../v1`)."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    with serve_in_thread(server) as (port, _):
+        yield f"http://127.0.0.1:{port}/v1"
