@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from strategies.request import ChatRequest, Document
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",
                          "top_logprobs", "max_completion_tokens", "parallel_tool_calls")  # fmt: skip
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\S+")
 _EDGE_PUNCTUATION = " \t\n\"'`*-•\u201c\u201d\u2018\u2019"
 MIN_LOCATED_CHARS = 8
 """A shorter snippet occurs by chance in too many documents to count as evidence."""
@@ -84,13 +85,63 @@ def locate_normalized(snippet: str, texts: Iterable[str]) -> int | None:
 
 
 def remove_snippet(document: Document, snippet: str) -> Document:
-    """The document with `snippet` cut out of its text (matched across whitespace and case differences)."""
-    words = [re.escape(w) for w in normalize(snippet).split(" ") if w]
-    if not words:
+    """The document with `snippet` cut out of its text (matched across whitespace and case differences).
+
+    The snippet's words must appear in order separated by whitespace: the first as the end of a word of the
+    text, the middle ones as whole words, the last as the start of one (a single word anywhere). Linear in
+    the text: the middle words are found with a Knuth-Morris-Pratt pass over the text's words, where a
+    pattern of the words joined by `\\s+` would retry every word at every position.
+    """
+    needle = [w for w in normalize(snippet).split(" ") if w]
+    if not needle:
         return document
-    pattern = re.compile(r"\s+".join(words), re.IGNORECASE)
-    text = pattern.sub(" ", document.text, count=1)
+    span = _snippet_span(document.text, needle)
+    text = document.text if span is None else document.text[: span[0]] + " " + document.text[span[1] :]
     return Document(text=_SPACE.sub(" ", text).strip(), title=document.title)
+
+
+def _snippet_span(text: str, needle: list[str]) -> tuple[int, int] | None:
+    """Start and end of the leftmost occurrence of `needle` in `text`, as `remove_snippet` matches it."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a case mapping that changes lengths: offsets would not line up
+        lowered = text
+    if len(needle) == 1:
+        start = lowered.find(needle[0])
+        return None if start < 0 else (start, start + len(needle[0]))
+    words = [(m.start(), m.end()) for m in _WORD.finditer(lowered)]
+    tokens = [lowered[a:b] for a, b in words]
+    first, middle, last = needle[0], needle[1:-1], needle[-1]
+    for at in _occurrences(tokens, middle, start=1):
+        head, end_index = at - 1, at + len(middle)
+        if end_index >= len(tokens):
+            break
+        if tokens[head].endswith(first) and tokens[end_index].startswith(last):
+            return words[head][1] - len(first), words[end_index][0] + len(last)
+    return None
+
+
+def _occurrences(tokens: list[str], pattern: list[str], start: int) -> Iterator[int]:
+    """Indexes at or after `start` where `pattern` occurs in `tokens`, in order (Knuth-Morris-Pratt)."""
+    if not pattern:
+        yield from range(start, len(tokens))
+        return
+    fallback = [0] * len(pattern)
+    matched = 0
+    for index in range(1, len(pattern)):
+        while matched and pattern[index] != pattern[matched]:
+            matched = fallback[matched - 1]
+        if pattern[index] == pattern[matched]:
+            matched += 1
+        fallback[index] = matched
+    matched = 0
+    for index in range(start, len(tokens)):
+        while matched and tokens[index] != pattern[matched]:
+            matched = fallback[matched - 1]
+        if tokens[index] == pattern[matched]:
+            matched += 1
+        if matched == len(pattern):
+            yield index - len(pattern) + 1
+            matched = fallback[matched - 1]
 
 
 class PriorUsageStream:
