@@ -43,3 +43,13 @@ def fake_upstream_url(app: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
     with serve_in_thread(server) as (port, _):
         yield f"http://127.0.0.1:{port}/v1"
+
+
+async def request_body(receive: Any) -> bytes:
+    """The whole body of a request to a fake upstream ASGI app."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body

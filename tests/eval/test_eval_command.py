@@ -13,7 +13,7 @@ import pytest
 
 from proxy.cli import main
 from tests.fakes import completion
-from tests.serving import fake_upstream_url
+from tests.serving import fake_upstream_url, request_body
 
 CANARY = "sk-canary-7f3a9e21d4"
 
@@ -23,12 +23,7 @@ async def echoing_upstream(scope: dict[str, Any], receive: Any, send: Any) -> No
     multi-fact prompts, which it refuses with that Authorization in the error message."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await request_body(receive)
     auth = dict(scope["headers"]).get(b"authorization", b"").decode()
     if scope["path"].endswith("/models"):
         status, payload = 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}

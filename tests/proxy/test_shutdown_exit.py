@@ -25,7 +25,7 @@ from proxy.local_model import free_port
 from proxy.server import ProxyServer, build_server
 from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk
-from tests.serving import fake_upstream_url, serve_in_thread
+from tests.serving import fake_upstream_url, request_body, serve_in_thread
 
 GRACE = 0.6
 
@@ -127,12 +127,7 @@ async def stalling_upstream(scope: dict[str, Any], receive: Any, send: Any) -> N
     """A fake upstream: `/v1/models` answers; a chat stream sends one event and stalls; a plain chat stalls."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await request_body(receive)
     if scope["path"].endswith("/models"):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps({"object": "list", "data": []}).encode()})
