@@ -32,8 +32,9 @@ from proxy.key_guard import KeyGuard
 from proxy.paths import encoded_path
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
-from proxy.state import ProxyState, proxy_state
+from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
+from proxy.upstream import Verbatim
 from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
     ChatRequest,
@@ -71,6 +72,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     check_chat_body(body)
     reject_upstream_overrides(request.headers, body)
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    # The body field selecting strategies is consumed below: the client's bytes then no longer match.
+    verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
     pipeline = state.select_pipeline(request.headers, body)
     chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
     record.documents = len(chat.documents)
@@ -83,6 +86,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         retry_budget=state.settings.retry_budget,
         lease=request.scope.get("state", {}).get(LEASE_KEY),
         query=request.url.query,
+        verbatim=verbatim,
     )
     record.ledger = upstream.ledger
     guard = upstream.guard

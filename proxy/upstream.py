@@ -58,6 +58,14 @@ def transport_error(error: httpx.HTTPError, what: str) -> UpstreamError:
 
 
 @dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A client's chat body as it arrived (already checked to be strict JSON) and as parsed."""
+
+    raw: bytes
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class StreamLimits:
     """Bounds on one upstream stream, so a stalled, endless or bloated one cannot hold a request forever."""
 
@@ -122,14 +130,17 @@ class UpstreamClient:
         retry_budget: int | None = None,
         lease: Lease | None = None,
         query: str = "",
+        verbatim: Verbatim | None = None,
     ) -> RequestUpstream:
         """A view of the upstream for one client request, carrying that client's forwarded headers, allowed
         at most `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK
-        says it retries itself), its buffered answers charged to `lease`, the client's `query` on every call."""
+        says it retries itself), its buffered answers charged to `lease`, the client's `query` on every call,
+        and the client's own bytes wherever a call sends the client's body unchanged (`verbatim`)."""
         retries = self.retry.max_retries if retry_budget is None else retry_budget
         if client_retries(inbound_headers):
             retries = 0
-        return RequestUpstream(self, self.forwarded(inbound_headers), budget, retries=retries, lease=lease, query=query)
+        headers = self.forwarded(inbound_headers)
+        return RequestUpstream(self, headers, budget, retries=retries, lease=lease, query=query, verbatim=verbatim)
 
     def forwarded(self, inbound_headers: Mapping[str, str]) -> dict[str, str]:
         """A client's headers as they go upstream (see `forwarded_headers`)."""
@@ -268,9 +279,11 @@ class RequestUpstream:
         retries: int | None = None,
         lease: Lease | None = None,
         query: str = "",
+        verbatim: Verbatim | None = None,
     ) -> None:
         self._client = client
         self._query = query
+        self._verbatim = verbatim
         self._headers = headers
         self._budget = budget
         self._retries_left = client.retry.max_retries if retries is None else retries
@@ -384,7 +397,10 @@ class RequestUpstream:
         )
 
     async def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
-        if _is_large(body):
+        if self._verbatim is not None and body == self._verbatim.body:
+            # Nothing changed the client's body: its own bytes go, not a re-serialisation of them.
+            content = self._verbatim.raw
+        elif _is_large(body):
             content = (await anyio.to_thread.run_sync(_compact_json, body)).encode()
         else:
             content = _compact_json(body).encode()

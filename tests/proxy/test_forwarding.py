@@ -123,3 +123,17 @@ def test_response_body_is_the_upstreams(client: Any, fake: FakeUpstream) -> None
     response = client.post("/v1/chat/completions", json=chat())
     assert response.json() == answer
     assert response.headers["openai-processing-ms"] == "12"
+
+
+@pytest.mark.parametrize("strategy", [None, "none", "reorder"])
+def test_a_body_no_strategy_changes_goes_upstream_byte_identical(
+    client: Any, fake: FakeUpstream, strategy: str | None
+) -> None:
+    raw = (
+        b'{ "messages" : [ {"content": "caf\\u00e9 \xe2\x80\x94 no documents here", "role": "user"} ],\n'
+        b'  "model": "fake-model", "temperature": 0.50, "seed": 1e2 }'
+    )
+    headers = {"content-type": "application/json", **({"x-context-strategy": strategy} if strategy else {})}
+    response = client.post("/v1/chat/completions", content=raw, headers=headers)
+    assert response.status_code == 200
+    assert fake.requests[0].content == raw
