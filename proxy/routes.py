@@ -34,7 +34,7 @@ from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
-from proxy.upstream import Verbatim
+from proxy.upstream import Verbatim, transport_error
 from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
     ChatRequest,
@@ -68,7 +68,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
     require_json(request.headers.get("content-type"))
     raw = await request.body()
-    body = await _off_loop(parse_json_object, raw) if len(raw) > _LARGE_BODY else parse_json_object(raw)
+    body = await _reading(parse_json_object, raw)
     check_chat_body(body)
     reject_upstream_overrides(request.headers, body)
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -131,6 +131,11 @@ _LARGE_BODY = 1024 * 1024
 async def _off_loop(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` in a worker thread, so the event loop (and `/healthz`) keeps answering meanwhile."""
     return await anyio.to_thread.run_sync(function, *args)
+
+
+async def _reading(function: Callable[..., T], raw: bytes, *args: Any) -> T:
+    """`function(raw, *args)`, a parse of a client's body: in a worker thread when the body is large."""
+    return await _off_loop(function, raw, *args) if len(raw) > _LARGE_BODY else function(raw, *args)
 
 
 async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
@@ -311,7 +316,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
     state = proxy_state(request)
     record = record_of(request.scope)
     content = await request.body()
-    fields = json_fields(content, request.headers.get("content-type"))
+    fields = await _reading(json_fields, content, request.headers.get("content-type"))
     reject_upstream_overrides(request.headers, fields)
     upstream = state.upstream
     headers = upstream.forwarded(request.headers)
@@ -347,6 +352,8 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
             release()
         return Response(guard.blank(body), status_code=response.status_code, headers=relayed)
 
+    streams_events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+
     async def relay() -> AsyncIterator[bytes]:
         limits = upstream.stream_limits
         chunks = decoded_chunks(
@@ -356,9 +363,13 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
             async for chunk in guard.blank_stream(chunks):
                 yield chunk
         except (UpstreamError, httpx.HTTPError) as error:
-            # The status is sent: all that can be done is end the body early, and say why in the log.
-            record.error = error.code if isinstance(error, UpstreamError) else type(error).__name__
-            log.warning("pass-through body cut", path=path, error=str(error))
+            # The status is sent: the body ends early, and an event stream says why in an error event.
+            failure = error if isinstance(error, UpstreamError) else transport_error(error, "in the middle of the body")
+            record.error = failure.code
+            log.warning("pass-through body cut", path=path, error=str(failure))
+            if streams_events:
+                # The blank lines end whatever event was cut short, so the error event is read on its own.
+                yield b"\n\n" + json_frame(failure.envelope()) + DONE_FRAME
         finally:
             with anyio.CancelScope(shield=True):
                 try:

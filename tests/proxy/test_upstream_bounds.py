@@ -155,3 +155,13 @@ def test_a_local_pool_wait_is_not_blamed_on_the_upstream(client: Any, fake: Fake
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "upstream_pool_exhausted"
     assert response.headers["retry-after"] == "1"
+
+
+def test_a_pass_through_event_stream_cut_mid_way_ends_with_an_error_event(client: Any, fake: FakeUpstream) -> None:
+    body = f"data: {chunk('one')}\n\n".encode() + b'data: {"partial'
+    fake.queue(sse_response(body, fail_after=True))
+    response = client.post("/v1/completions", json={"model": "m", "prompt": "x", "stream": True})
+    assert response.status_code == 200
+    events = [e for e in response.text.split("\n\n") if e.strip()]
+    assert json.loads(events[-2].removeprefix("data: "))["error"]["code"] == "upstream_connection_lost"
+    assert events[-1] == "data: [DONE]"
