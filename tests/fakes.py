@@ -76,6 +76,22 @@ def sse_response(
     )
 
 
+async def never_answers(request: httpx.Request) -> httpx.Response:
+    """An upstream answer that never comes (within any test's time)."""
+    await asyncio.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def stalls_after_one_event(request: httpx.Request) -> httpx.Response:
+    """A stream that sends one chunk (`chunk("one")`) and then nothing, never ending."""
+
+    async def events() -> AsyncIterator[bytes]:
+        yield f"data: {chunk('one')}\n\n".encode()
+        await asyncio.sleep(3600)
+
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
+
+
 Answer = httpx.Response | Exception | Callable[[httpx.Request], Any]
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import chat
-from tests.fakes import FakeUpstream, chunk
+from tests.fakes import FakeUpstream, chunk, never_answers, stalls_after_one_event
 
 DOCS = "\n".join(f"Document [{i}](Title: Place {i}) Place {i} exports item {i}." for i in range(1, 5))
 GRACE = 0.8
@@ -35,21 +34,8 @@ def shutting_down_then(answer: Any, client: Any) -> Any:
     return handler
 
 
-async def never(request: httpx.Request) -> httpx.Response:
-    await asyncio.sleep(30)
-    raise AssertionError("unreachable")
-
-
-def stalled_stream(request: httpx.Request) -> httpx.Response:
-    async def body() -> AsyncIterator[bytes]:
-        yield f"data: {chunk('one')}\n\n".encode()
-        await asyncio.sleep(30)
-
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
-
-
 def test_a_stalled_stream_ends_with_an_error_event_at_the_drain_deadline(client: Any, fake: FakeUpstream) -> None:
-    fake.queue(shutting_down_then(stalled_stream, client))
+    fake.queue(shutting_down_then(stalls_after_one_event, client))
     started = time.monotonic()
     response = client.post("/v1/chat/completions", json=chat(stream=True))
     assert time.monotonic() - started < GRACE + 2
@@ -60,7 +46,7 @@ def test_a_stalled_stream_ends_with_an_error_event_at_the_drain_deadline(client:
 
 
 def test_a_streamed_medoid_still_waiting_ends_with_an_error_event(client: Any, fake: FakeUpstream) -> None:
-    fake.queue(*[shutting_down_then(never, client)] * 3)
+    fake.queue(*[shutting_down_then(never_answers, client)] * 3)
     started = time.monotonic()
     response = client.post(
         "/v1/chat/completions",
@@ -75,7 +61,7 @@ def test_a_streamed_medoid_still_waiting_ends_with_an_error_event(client: Any, f
 
 @pytest.mark.parametrize("strategy", ["none", "reorder"])
 def test_a_request_still_waiting_gets_503_with_retry_after(client: Any, fake: FakeUpstream, strategy: str) -> None:
-    fake.queue(shutting_down_then(never, client))
+    fake.queue(shutting_down_then(never_answers, client))
     started = time.monotonic()
     response = client.post(
         "/v1/chat/completions", json=chat(f"{DOCS}\n\nQuestion: q?"), headers={"x-context-strategy": strategy}

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +24,10 @@ from proxy import Settings, create_app
 from proxy.local_model import free_port
 from proxy.server import ProxyServer, build_server
 from tests.conftest import UPSTREAM, chat
-from tests.fakes import FakeEmbedder, FakeUpstream, chunk
+from tests.fakes import FakeEmbedder, FakeUpstream, chunk, never_answers, stalls_after_one_event
 from tests.serving import fake_upstream_url, request_body, serve_in_thread
 
 GRACE = 0.6
-
-
-async def never_answers(request: httpx.Request) -> httpx.Response:
-    await asyncio.sleep(3600)
-    raise AssertionError("unreachable")
-
-
-def stalls_after_one_event(request: httpx.Request) -> httpx.Response:
-    async def events() -> AsyncIterator[bytes]:
-        yield f"data: {chunk('first')}\n\n".encode()
-        await asyncio.sleep(3600)
-
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
 
 
 @pytest.fixture
