@@ -87,6 +87,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         lease=request.scope.get("state", {}).get(LEASE_KEY),
         query=request.url.query,
         verbatim=verbatim,
+        large=len(raw) > _LARGE_BODY,
     )
     record.ledger = upstream.ledger
     guard = upstream.guard
@@ -125,7 +126,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
 
 
 _LARGE_BODY = 1024 * 1024
-"""Request bodies beyond this are parsed in a worker thread: tens of milliseconds of CPU off the event loop."""
+"""Request bodies beyond this are parsed, and their upstream bodies serialised, in a worker thread: tens of
+milliseconds of CPU each, off the event loop."""
 
 
 async def _off_loop(function: Callable[..., T], *args: Any) -> T:

@@ -131,16 +131,20 @@ class UpstreamClient:
         lease: Lease | None = None,
         query: str = "",
         verbatim: Verbatim | None = None,
+        large: bool = False,
     ) -> RequestUpstream:
         """A view of the upstream for one client request, carrying that client's forwarded headers, allowed
         at most `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK
         says it retries itself), its buffered answers charged to `lease`, the client's `query` on every call,
-        and the client's own bytes wherever a call sends the client's body unchanged (`verbatim`)."""
+        and the client's own bytes wherever a call sends the client's body unchanged (`verbatim`). The bodies
+        of a `large` request are serialised in a worker thread, off the event loop."""
         retries = self.retry.max_retries if retry_budget is None else retry_budget
         if client_retries(inbound_headers):
             retries = 0
         headers = self.forwarded(inbound_headers)
-        return RequestUpstream(self, headers, budget, retries=retries, lease=lease, query=query, verbatim=verbatim)
+        return RequestUpstream(
+            self, headers, budget, retries=retries, lease=lease, query=query, verbatim=verbatim, large=large
+        )
 
     def forwarded(self, inbound_headers: Mapping[str, str]) -> dict[str, str]:
         """A client's headers as they go upstream (see `forwarded_headers`)."""
@@ -280,8 +284,10 @@ class RequestUpstream:
         lease: Lease | None = None,
         query: str = "",
         verbatim: Verbatim | None = None,
+        large: bool = False,
     ) -> None:
         self._client = client
+        self._serialise_off_loop = large
         self._query = query
         self._verbatim = verbatim
         self._headers = headers
@@ -400,7 +406,7 @@ class RequestUpstream:
         if self._verbatim is not None and body == self._verbatim.body:
             # Nothing changed the client's body: its own bytes go, not a re-serialisation of them.
             content = self._verbatim.raw
-        elif _is_large(body):
+        elif self._serialise_off_loop:
             content = (await anyio.to_thread.run_sync(_compact_json, body)).encode()
         else:
             content = _compact_json(body).encode()
@@ -490,24 +496,6 @@ class HttpCompletionStream:
             if self.span is not None:
                 describe_response(self.span, {"usage": self._usage})
                 self.span.end()
-
-
-_LARGE_BODY = 256 * 1024
-"""Bodies beyond this many characters of content are serialised in a worker thread, off the event loop."""
-
-
-def _is_large(body: Mapping[str, Any]) -> bool:
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return False
-    size = 0
-    for message in messages:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, str):
-            size += len(content)
-        elif isinstance(content, list):
-            size += 64 * len(content)
-    return size > _LARGE_BODY
 
 
 def _compact_json(body: Mapping[str, Any]) -> str:
