@@ -99,16 +99,20 @@ class Admission:
             ) from None
 
 
+ADMITTED_PREFIXES = ("/v1/", "/contextlift/")
+"""Routes that read a client's body: the OpenAI ones and the proxy's own (`/contextlift/detect`)."""
+
+
 class AdmissionMiddleware:
-    """Applies `Admission` to the routes it wraps (the `/v1` ones); probes pass untouched, so they answer
-    under any load."""
+    """Applies `Admission` to the routes it wraps (those under `ADMITTED_PREFIXES`); probes pass untouched,
+    so they answer under any load."""
 
     def __init__(self, app: ASGIApp, admission: Admission) -> None:
         self.app = app
         self.admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP or not scope["path"].startswith("/v1/"):
+        if scope["type"] != ScopeType.HTTP or not scope["path"].startswith(ADMITTED_PREFIXES):
             await self.app(scope, receive, send)
             return
         admission = self.admission

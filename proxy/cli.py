@@ -1,5 +1,6 @@
 """`contextlift` command line: `serve` runs the proxy, `local-model` runs the embedded model alone, `eval`
-replays the benchmarks through a proxy (one started here unless `--proxy`), `eval-merge` joins shards."""
+replays the benchmarks through a proxy (one started here unless `--proxy`), `eval-merge` joins shards, `detect`
+shows what the proxy finds in a request body."""
 
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
     add_merge_arguments(merge)
 
+    detect = commands.add_parser("detect", help="show the documents, format and question found in a request body")
+    detect.add_argument("body", nargs="?", type=Path, help="a chat-completions JSON body (default: standard input)")
+    detect.add_argument("--format", dest="shape", help="read the documents in this shape, as `format=` would")
+    detect.add_argument("--json", action="store_true", help="print the findings as JSON (with document offsets)")
+    detect.add_argument("--config", type=Path, help="TOML file of settings (its declared document_formats apply)")
     health = commands.add_parser("healthcheck", help="exit 0 if the proxy's /healthz answers (container probes)")
     health.add_argument("--url", help="default: http://127.0.0.1:<port>/healthz from the settings")
     health.add_argument("--config", type=Path, help="TOML file of settings")
@@ -64,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, ValidationError) as error:
         print(f"contextlift: invalid settings: {error}", file=sys.stderr)
         return 2
+    if args.command == "detect":
+        return _detect(args, settings)
     if args.command == "healthcheck":
         return _healthcheck(args.url or f"http://127.0.0.1:{settings.port}/healthz")
     configure_logging(settings.log_format, settings.log_level)
@@ -78,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LocalModelError, SettingsError) as error:
         log.error("cannot start", error=str(error))
         return 1
+
+
+def _detect(args: argparse.Namespace, settings: Settings) -> int:
+    from proxy.detect_command import detect_command
+
+    return detect_command(args.body, args.shape, as_json=args.json, settings=settings)
 
 
 def _healthcheck(url: str) -> int:

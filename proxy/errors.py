@@ -6,7 +6,6 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
     ├── InvalidRequest               400 invalid_request_error / invalid_request
     │   ├── MalformedJSON            400 ... / invalid_json
     │   ├── InvalidMessages          400 ... / invalid_messages
-    │   ├── InvalidDocuments         400 ... / invalid_documents
     │   ├── InvalidStrategy          400 ... / invalid_strategy
     │   ├── InvalidPath              400 ... / invalid_path
     │   └── MalformedHTTP            400 ... / malformed_http (a protocol error; the connection is closed)
@@ -71,10 +70,6 @@ class MalformedJSON(InvalidRequest):
 
 class InvalidMessages(InvalidRequest):
     code = "invalid_messages"
-
-
-class InvalidDocuments(InvalidRequest):
-    code = "invalid_documents"
 
 
 class InvalidStrategy(InvalidRequest):

@@ -35,6 +35,8 @@ class RequestRecord:
     model: str | None = None
     strategy: str = "none"
     documents: int = 0
+    document_format: str = "none: not-requested"
+    """What detection found (`X-Context-Format`): the shape, or `none: <reason>`."""
     ledger: CallLedger = field(default_factory=CallLedger)
     planned_calls: int | None = None
     """Set when headers go out before the calls are made (streamed medoid): the number of calls launched."""
@@ -58,6 +60,7 @@ class RequestRecord:
             "x-contextlift-request-id": self.request_id,
             "x-context-strategy": self.strategy,
             "x-context-documents": str(self.documents),
+            "x-context-format": self.document_format,
             "x-context-upstream-calls": str(max(self.ledger.calls, self.planned_calls or 0)),
             "x-context-upstream-failures": self.ledger.failures_summary(),
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
@@ -78,6 +81,7 @@ class RequestRecord:
             "model": self.model,
             "strategy": self.strategy,
             "documents": self.documents,
+            "document_format": self.document_format,
             "upstream_calls": self.ledger.calls,
             "upstream_failures": self.ledger.failures_summary(),
             "upstream_retries": self.ledger.retries,

@@ -19,7 +19,7 @@ from proxy.admission import LEASE_KEY, at_request_end
 from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import (
-    InvalidDocuments,
+    InvalidStrategy,
     NotReady,
     PayloadTooLarge,
     ProxyError,
@@ -37,15 +37,16 @@ from proxy.stream_usage import StreamUsage
 from proxy.upstream import Verbatim, transport_error
 from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
+    SHAPES,
     ChatRequest,
     Completion,
     CompletionStream,
-    DocumentFieldError,
     DocumentLimitError,
     DocumentLimits,
     Pipeline,
     PipelineResult,
     UpstreamFailure,
+    explain_detection,
     parse_request,
     run_pipeline,
 )
@@ -77,6 +78,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     pipeline = state.select_pipeline(request.headers, body)
     chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
     record.documents = len(chat.documents)
+    record.document_format = chat.detection
     record.strategy = pipeline.label
     if pipeline.needs_embedder:
         await _embedder_ready(state)
@@ -147,11 +149,11 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
     """
     limits = DocumentLimits(state.settings.max_documents, state.settings.max_document_bytes)
     try:
-        return await _off_loop(lambda: parse_request(body, limits=limits))
+        return await _off_loop(
+            lambda: parse_request(body, limits=limits, declared=state.declared_formats, shape=pipeline.shape)
+        )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
-    except DocumentFieldError as error:
-        raise InvalidDocuments(str(error), param="documents") from None
 
 
 async def _embedder_ready(state: ProxyState) -> None:
@@ -299,6 +301,28 @@ async def _disconnected(request: Request[Any, Any, Any]) -> None:
         pass
 
 
+@post("/contextlift/detect", status_code=200)
+async def detect(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """What detection finds in a chat-completions body (`?format=` names a shape); nothing goes upstream."""
+    state = proxy_state(request)
+    require_json(request.headers.get("content-type"))
+    raw = await request.body()
+    body = await _reading(parse_json_object, raw)
+    check_chat_body(body)
+    shape = request.query_params.get("format")
+    if shape is not None and shape not in SHAPES and shape not in state.declared_names:
+        known = ", ".join([*SHAPES, *state.declared_names])
+        raise InvalidStrategy(f"unknown format {shape!r}; known formats: {known}", param="format")
+    limits = DocumentLimits(state.settings.max_documents, state.settings.max_document_bytes)
+    try:
+        found = await _off_loop(
+            lambda: explain_detection(body, limits=limits, declared=state.declared_formats, shape=shape)
+        )
+    except DocumentLimitError as error:
+        raise PayloadTooLarge(str(error), param="documents") from None
+    return Response(json_text.dumps(found).encode(), media_type="application/json")
+
+
 @get("/v1/models")
 async def list_models(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
     """The upstream's model list, as it answered."""
@@ -423,6 +447,6 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response(body, status_code=200 if ready else 503)
 
 
-ROUTES = [chat_completions, list_models, pass_through, metrics, startupz, healthz, readyz]
+ROUTES = [chat_completions, detect, list_models, pass_through, metrics, startupz, healthz, readyz]
 
 __all__ = ["ROUTES"]

@@ -7,10 +7,48 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from strategies import SHAPES, DeclaredFormat
+
 ENV_PREFIX = "CONTEXTLIFT_"
+
+
+class DocumentFormatSetting(BaseModel):
+    """One declared prompt template (see `strategies.DeclaredFormat`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Name a request may give as `format=`.")
+    models: tuple[str, ...] = Field(("*",), min_length=1, description="Model name patterns it applies to.")
+    start: str = Field("", max_length=200, description="Literal text just before the first document.")
+    end: str = Field("", max_length=200, description="Literal text just after the last document.")
+    separator: str = Field("", max_length=200, description="Literal text between two documents.")
+    document_start: str = Field(
+        "", max_length=200, description="Literal text opening each document; `{n}` stands for its number."
+    )
+
+    @model_validator(mode="after")
+    def _one_splitter(self) -> DocumentFormatSetting:
+        if self.name in SHAPES:
+            raise ValueError(f"{self.name!r} is a built-in shape's name; choose another")
+        try:
+            self.declared()
+        except ValueError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    def declared(self) -> DeclaredFormat:
+        """The format as `strategies` takes it."""
+        return DeclaredFormat(
+            name=self.name,
+            models=self.models,
+            start=self.start,
+            end=self.end,
+            separator=self.separator,
+            document_start=self.document_start,
+        )
 
 
 class Settings(BaseSettings):
@@ -160,6 +198,12 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Strategy selection per model when a request names none, e.g. "
         '{"gpt-4o-mini": "reorder", "*": "none"}; "*" applies to every other model.',
+    )
+    document_formats: list[DocumentFormatSetting] = Field(
+        default_factory=list,
+        description="Prompt templates of your own apps, tried before any guessing, e.g. "
+        '[{"name": "kb", "models": ["gpt-4o*"], "start": "<kb>", "end": "</kb>", "document_start": "Doc {n}:"}]. '
+        "Literal markers only, so matching stays linear in the prompt.",
     )
     strategy_caps: dict[str, float] = Field(
         default_factory=dict,

@@ -15,7 +15,16 @@ from proxy.errors import InvalidStrategy
 from proxy.metrics import ProxyMetrics
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
-from strategies import Pipeline, Services, StrategyRegistry, StrategySelectionError, Tokenizer, parse_selection
+from strategies import (
+    SHAPES,
+    DeclaredFormat,
+    Pipeline,
+    Services,
+    StrategyRegistry,
+    StrategySelectionError,
+    Tokenizer,
+    parse_selection,
+)
 
 STRATEGY_HEADER = "X-Context-Strategy"
 STRATEGY_FIELD = "context_strategy"
@@ -67,6 +76,15 @@ class ProxyState:
         loop.call_soon_threadsafe(loop.call_later, delay, _finish, drained)
 
     @property
+    def declared_formats(self) -> tuple[DeclaredFormat, ...]:
+        """The operator's declared prompt templates."""
+        return tuple(f.declared() for f in self.settings.document_formats)
+
+    @property
+    def declared_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.settings.document_formats)
+
+    @property
     def tokenizer(self) -> Tokenizer:
         return self.services.tokenizer
 
@@ -80,6 +98,10 @@ class ProxyState:
             pipeline = self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
         except StrategySelectionError as error:
             raise InvalidStrategy(str(error), param=param) from None
+        shape = pipeline.shape
+        if shape is not None and shape not in SHAPES and shape not in self.declared_names:
+            known = ", ".join([*SHAPES, *self.declared_names])
+            raise InvalidStrategy(f"unknown format {shape!r}; known formats: {known}", param=param)
         calls = pipeline.max_upstream_calls()
         # Retries are drawn from one budget per request (retry_budget), each call retried at most max_retries.
         worst = calls + min(self.settings.retry_budget, calls * self.settings.max_retries)

@@ -1,8 +1,10 @@
 """Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
 
+from strategies.declared import DeclaredFormat
+from strategies.detection import SHAPES, parse_request
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
+from strategies.explain import explain_detection, render_explanation
 from strategies.fact import Fact
-from strategies.formats import DocumentFormat
 from strategies.limits import DocumentLimitError, DocumentLimits
 from strategies.medoid import Medoid
 from strategies.passthrough import PassThrough
@@ -22,19 +24,21 @@ from strategies.registry import (
     Transform,
 )
 from strategies.reorder import Reorder
-from strategies.request import ChatRequest, Document, DocumentBlock, DocumentFieldError, parse_request
+from strategies.request import ChatRequest, Document, DocumentBlock
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
+from strategies.spans import DocumentFormat
 from strategies.tokens import TiktokenTokenizer, Tokenizer
 from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SHAPES",
     "ChatRequest",
     "Completion",
     "CompletionStream",
+    "DeclaredFormat",
     "Document",
     "DocumentBlock",
-    "DocumentFieldError",
     "DocumentFormat",
     "DocumentLimitError",
     "DocumentLimits",
@@ -67,8 +71,10 @@ __all__ = [
     "UpstreamFailure",
     "build_registry",
     "embed_off_loop",
+    "explain_detection",
     "parse_request",
     "parse_selection",
+    "render_explanation",
     "run_pipeline",
     "send_once",
 ]

@@ -29,7 +29,7 @@ def intermediate_body(request: ChatRequest, prompt: str, max_tokens: int) -> dic
     it dropped (they are the question, already in the prompt)."""
     body = {k: v for k, v in request.render().items() if k not in _NOT_FOR_INTERMEDIATE}
     assert request.block is not None
-    index = request.block.message_index
+    index = request.block.context_start
     messages = [dict(m) for m in body["messages"][:index]]
     messages.append({"role": "user", "content": prompt})
     body["messages"] = messages
@@ -97,7 +97,7 @@ def remove_snippet(document: Document, snippet: str) -> Document:
         return document
     span = _snippet_span(document.text, needle)
     text = document.text if span is None else document.text[: span[0]] + " " + document.text[span[1] :]
-    return Document(text=_SPACE.sub(" ", text).strip(), title=document.title)
+    return document.derived(_SPACE.sub(" ", text).strip())
 
 
 def _snippet_span(text: str, needle: list[str]) -> tuple[int, int] | None:

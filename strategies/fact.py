@@ -97,7 +97,7 @@ class _Remaining:
             if index is None or normalize(sentence) in self._seen:
                 continue  # invented, or already found: not a new fact
             self._seen.add(normalize(sentence))
-            found.append(Document(text=sentence, title=self.documents[index].title))
+            found.append(self.documents[index].derived(sentence))
             self.documents[index] = remove_snippet(self.documents[index], sentence)
             self._normalized[index] = normalize(self.documents[index].text)
         return found

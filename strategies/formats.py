@@ -16,56 +16,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Iterator
 
 import numpy as np
 
-
-class DocumentFormat(StrEnum):
-    """How the documents of a request were written."""
-
-    LITM = "litm"
-    """Lost in the Middle: one `Document [i](Title: t) text` line per document."""
-    XML = "xml"
-    """`<document ...>...</document>` or `<doc ...>...</doc>` elements."""
-    HEADED = "headed"
-    """Blocks opened by a `Document N:` line or a `## Document N` heading."""
-    JSON_KV = "json-kv"
-    """A JSON object of string records (the key-value retrieval task); each record is a document."""
-    PARTS = "parts"
-    """Separate text content parts of one message; the last text part is the question."""
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentSpan:
-    """One document found in a text, by offsets into that text."""
-
-    start: int
-    end: int
-    text: str
-    title: str | None = None
-    number: int | None = None
-    number_span: tuple[int, int] | None = None
-    """Offsets of the positional number, relative to `start`."""
-
-
-Scanner = Callable[[str], Iterator[DocumentSpan]]
+from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count
+from strategies.spans import position as number_of
 
 _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^\n]*?)\))? (?P<text>[^\n]*)$")
-_XML_OPENING = re.compile(r"<(?P<tag>document|doc)(?=[\s>])")
-_XML_CLOSING = {tag: re.compile(rf"</{tag}\s*>") for tag in ("document", "doc")}
+_XML_OPENING = re.compile(r"<(?P<tag>document|doc|source)(?=[\s>])")
+_XML_CLOSING = {tag: re.compile(rf"</{tag}\s*>") for tag in ("document", "doc", "source")}
 _XML_TAG_END = re.compile(">")
 _XML_TITLE = re.compile(r"""\btitle\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
 _XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
-# A paragraph opened by one of these ends the last headed document: it is the question, not document text.
-_TRAILING_CUE = re.compile(r"\n[ \t]*\n(?=[ \t]*(?:#{1,6} *)?(?:Question|Query|Q:|Answer|Key|Instruction|Task)\b)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _MARKDOWN_HEADING = re.compile(r"(?m)^#{1,6} ")
-_MAX_NUMBER_DIGITS = 9
-"""A position has far fewer digits; a longer run is no position (and `int` refuses one past 4,300 digits)."""
 _MAX_JSON_ATTEMPTS = 50
 _JSON_READS = 4
 """How many times over the attempts may together read the text. Real prompts fail at a stray brace within a
@@ -84,7 +50,7 @@ def scan_litm(text: str) -> Iterator[DocumentSpan]:
     """Lost in the Middle lines: `Document [i](Title: t) text`, the title part optional."""
     # Linear: each match attempt starts at a line start and cannot run past that line's end.
     for m in _LITM_LINE.finditer(text):
-        number = _position(m.group("num"))
+        number = number_of(m.group("num"))
         yield DocumentSpan(
             start=m.start(),
             end=m.end(),
@@ -117,7 +83,7 @@ def scan_xml(text: str) -> Iterator[DocumentSpan]:
         attrs_offset = opening.end() - opening.start()
         title = _XML_TITLE.search(attrs)
         index = _XML_INDEX.search(attrs)
-        number = _position(index.group("num")) if index else None
+        number = number_of(index.group("num")) if index else None
         yield DocumentSpan(
             start=opening.start(),
             end=closing.end(),
@@ -154,21 +120,24 @@ class _NextMatch:
 def scan_headed(text: str) -> Iterator[DocumentSpan]:
     """Blocks under `Document N:` lines or `## Document N` headings.
 
-    A block runs to the next header. The last one ends at a blank line followed by a question cue
-    (`Question:`, `Answer:`, `Key:` ...), else, for plain `Document N:` blocks, at its first blank line, else at
-    the next Markdown heading or the end of the text.
+    A block runs to the next header. The last one ends before a question cue (`Question:`, `Answer:`, `Key:`
+    ...); else it holds no more paragraphs than the longest block before it, and a closing paragraph that asks
+    (ends in `?`) is the question; a lone block ends, for plain `Document N:` blocks, at its first blank line,
+    else at the next Markdown heading or the end of the text.
     """
     headers = _HEADER.finditer(text)
     header = next(headers, None)
+    most_paragraphs: int | None = None
     while header is not None:
         following = next(headers, None)
-        end = following.start() if following is not None else _last_block_end(text, header)
+        end = following.start() if following is not None else _last_block_end(text, header, most_paragraphs)
         raw = text[header.start() : end]
         end = header.start() + len(raw.rstrip())
         rest = header.group("rest").lstrip(":").strip()
         is_heading = bool(header.group("hashes"))
         body = text[header.end() : end].strip()
-        number = _position(header.group("num"))
+        number = number_of(header.group("num"))
+        most_paragraphs = max(most_paragraphs or 1, paragraph_count(text[header.start() : end]))
         yield DocumentSpan(
             start=header.start(),
             end=end,
@@ -182,19 +151,15 @@ def scan_headed(text: str) -> Iterator[DocumentSpan]:
         header = following
 
 
-def _last_block_end(text: str, header: re.Match[str]) -> int:
-    cue = _TRAILING_CUE.search(text, header.end())
-    if cue:
-        return cue.start()
+def _last_block_end(text: str, header: re.Match[str], paragraphs: int | None) -> int:
+    found = last_block_end(text, header.start(), len(text), paragraphs)
+    if found is not None:
+        return found
     if header.group("hashes"):
         heading = _MARKDOWN_HEADING.search(text, header.end())
         return heading.start() if heading else len(text)
     blank = _BLANK_LINE.search(text, header.end())
     return blank.start() if blank else len(text)
-
-
-def _position(digits: str) -> int | None:
-    return int(digits) if len(digits) <= _MAX_NUMBER_DIGITS else None
 
 
 def scan_json_kv(text: str) -> Iterator[DocumentSpan]:
@@ -268,7 +233,8 @@ SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
     (DocumentFormat.HEADED, scan_headed),
     (DocumentFormat.JSON_KV, scan_json_kv),
 )
-"""Tried in this order; the first format that finds a document in a text wins."""
+"""The papers' own formats, tried in this order before the shapes of `strategies.regions` and
+`strategies.numbered`."""
 
 # Every character `str.splitlines` ends a line at: a model reads any of them as a line break.
 _LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))

@@ -10,7 +10,6 @@ import re
 from typing import Any, ClassVar
 
 import anyio
-import numpy as np
 
 from strategies.embedder import embed_off_loop
 from strategies.evidence import answer_text, sum_usage, with_usage
@@ -64,20 +63,46 @@ class Medoid(Executor):
             raise failures[0]
         if failures:
             context.note(f"failed={len(failures)}")
-        chosen = await self._vote(answered, context)
-        others = [c for i, c in enumerate(answered) if i != chosen]
-        return with_usage(answered[chosen], sum_usage(others))
+        ranking = await self._vote(answered, context)
+        wanted = _choices_wanted(request)
+        if wanted == 1:
+            chosen = ranking[0]
+            others = [c for i, c in enumerate(answered) if i != chosen]
+            return with_usage(answered[chosen], sum_usage(others))
+        # The client asked for `n` choices: the n most central answers, the medoid first.
+        picked = ranking[:wanted]
+        if len(picked) < wanted:
+            context.note(f"choices={len(picked)}")
+        others = [c for i, c in enumerate(answered) if i != picked[0]]
+        return with_usage(_with_choices(answered[picked[0]], [answered[i] for i in picked]), sum_usage(others))
 
-    async def _vote(self, answered: list[Completion], context: StepContext) -> int:
+    async def _vote(self, answered: list[Completion], context: StepContext) -> list[int]:
+        """Indices of the answers, most central first; answers saying the information is absent come last."""
         answers = [answer_text(c) for c in answered]
         candidates = [i for i, a in enumerate(answers) if not says_absent(a)] or list(range(len(answers)))
         if len(candidates) < len(answers):
             context.note(f"absent={len(answers) - len(candidates)}")
+        rest = [i for i in range(len(answers)) if i not in candidates]
         if len(candidates) <= 2:
-            return candidates[0]  # with one or two answers every one is a medoid: keep the first
+            return candidates + rest  # with one or two answers every one is a medoid: keep the first
         vectors = await embed_off_loop(context.services.require_embedder(), [answers[i] for i in candidates])
         totals = (vectors @ vectors.T).sum(axis=1)
-        return candidates[int(np.argmax(totals))]
+        order = sorted(range(len(candidates)), key=lambda j: (-float(totals[j]), j))
+        return [candidates[j] for j in order] + rest
+
+
+def _choices_wanted(request: ChatRequest) -> int:
+    n = request.body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def _with_choices(first: Completion, picked: list[Completion]) -> Completion:
+    choices = []
+    for index, completion in enumerate(picked):
+        found = completion.body.get("choices") or [{}]
+        choice = dict(found[0]) if isinstance(found[0], dict) else {}
+        choices.append({**choice, "index": index})
+    return Completion({**first.body, "choices": choices}, first.headers)
 
 
 def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -> list[dict[str, Any]]:

@@ -17,6 +17,9 @@ class QueryAware(Transform):
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         assert request.block is not None
+        if not request.block.takes_text:
+            context.note("skipped=format")  # a JSON list or a run of messages has no place for a line of text
+            return request
         if not request.question:
             context.note("skipped=no-question")
             return request

@@ -56,7 +56,7 @@ def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
             index = locate_normalized(text, normalized)
         if index is not None:
             pieces.setdefault(index, []).append(text.strip(" \"'“”"))
-    return [Document(text=" ".join(dict.fromkeys(pieces[i])), title=documents[i].title) for i in sorted(pieces)]
+    return [documents[i].derived(" ".join(dict.fromkeys(pieces[i]))) for i in sorted(pieces)]
 
 
 class Recite(Executor):

@@ -90,6 +90,16 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+FORMAT_PARAM = Param(
+    "format",
+    str,
+    None,
+    "the shape to read the request's documents in (a built-in shape, or a format the operator declared); "
+    "unset: detected",
+)
+"""Accepted by every strategy that needs documents: a request that knows its prompt's shape names it."""
+
+
 class Strategy(ABC):
     """Base of every strategy. Subclass `Transform` or `Executor`, not this."""
 
@@ -166,6 +176,11 @@ class Pipeline:
         return ", ".join(s.label for s in self.steps) or "none"
 
     @property
+    def shape(self) -> str | None:
+        """The document shape the steps named with `format=`, if any (one, checked at resolution)."""
+        return next((str(s.params["format"]) for s in self.steps if "format" in s.params), None)
+
+    @property
     def needs_embedder(self) -> bool:
         return any(s.strategy.needs_embedder for s in self.steps)
 
@@ -227,19 +242,18 @@ class StrategyRegistry:
 
 
 def _typed_params(strategy: Strategy, given: Mapping[str, str], caps: Mapping[str, float]) -> dict[str, ParamValue]:
-    declared = {p.name: p for p in strategy.params}
+    accepted = (*strategy.params, FORMAT_PARAM) if strategy.needs_documents else strategy.params
+    declared = {p.name: p for p in accepted}
     values: dict[str, ParamValue] = {}
     for name, text in given.items():
         if name not in declared:
-            accepted = ", ".join(declared) or "none"
-            raise StrategySelectionError(
-                f"strategy {strategy.name!r} has no parameter {name!r}; it accepts: {accepted}"
-            )
+            names = ", ".join(declared) or "none"
+            raise StrategySelectionError(f"strategy {strategy.name!r} has no parameter {name!r}; it accepts: {names}")
         try:
             values[name] = declared[name].parse(text, _cap(strategy, declared[name], caps))
         except ValueError as error:
             raise StrategySelectionError(f"{strategy.name}: {name} {error}") from None
-    for param in strategy.params:
+    for param in accepted:
         if param.name in given:
             continue
         try:
@@ -256,6 +270,9 @@ def _cap(strategy: Strategy, param: Param, caps: Mapping[str, float]) -> float |
 
 
 def _ordered_pipeline(steps: list[Step]) -> Pipeline:
+    shapes = {s.params["format"] for s in steps if "format" in s.params}
+    if len(shapes) > 1:
+        raise StrategySelectionError(f"steps name different formats: {', '.join(sorted(map(str, shapes)))}")
     if any(s.strategy.name == "none" for s in steps):
         if len(steps) > 1:
             raise StrategySelectionError("'none' cannot be combined with other strategies")

@@ -95,8 +95,8 @@ def test_json_key_value_records_from_the_paper_file() -> None:
 
 def test_documents_as_content_parts() -> None:
     parts = [
-        {"type": "text", "text": "Doc one."},
         {"type": "image_url", "image_url": {"url": "data:,"}},
+        {"type": "text", "text": "Doc one."},
         {"type": "text", "text": "Doc two."},
         {"type": "text", "text": "Which doc mentions two?"},
     ]
@@ -105,6 +105,22 @@ def test_documents_as_content_parts() -> None:
     assert request.block.format is DocumentFormat.PARTS
     assert [d.text for d in request.documents] == ["Doc one.", "Doc two."]
     assert request.question == "Which doc mentions two?"
+    moved = request.with_documents(request.documents[::-1]).render()["messages"][-1]["content"]
+    assert [p.get("text") for p in moved] == [None, "Doc two.", "Doc one.", "Which doc mentions two?"]
+
+
+def test_an_image_between_text_parts_leaves_the_message_alone() -> None:
+    # Moving the text parts around the image would separate it from the text it belongs with.
+    parts = [
+        {"type": "text", "text": "Doc one."},
+        {"type": "image_url", "image_url": {"url": "data:,"}},
+        {"type": "text", "text": "Doc two."},
+        {"type": "text", "text": "Which doc mentions two?"},
+    ]
+    request = parse_request(body(parts))
+    assert request.documents == ()
+    assert request.detection == "none: non-text-parts"
+    assert request.render() == body(parts)
 
 
 def test_documents_in_the_system_message_and_question_in_the_user_message() -> None:
@@ -139,9 +155,27 @@ def test_dropping_documents_keeps_the_surrounding_text() -> None:
     assert kept["messages"][-1]["content"] == "Intro\n<doc>a</doc>\n<doc>b</doc>\nOutro"
 
 
-@pytest.mark.parametrize("value", ["text", [1], [{"title": "t"}], [{"text": "x", "title": 3}]])
-def test_malformed_documents_field_is_rejected(value: Any) -> None:
-    from strategies import DocumentFieldError
+@pytest.mark.parametrize("value", ["text", [1], [{"title": "t"}], [{"id": "a", "url": "u"}], []])
+def test_a_documents_field_of_another_shape_is_left_for_the_upstream(value: Any) -> None:
+    # The upstream may accept shapes the proxy cannot read (it used to answer 400 for them): left untouched.
+    request_body = {"model": "m", "messages": [{"role": "user", "content": "q"}], "documents": value}
+    request = parse_request(request_body)
+    assert request.documents == ()
+    assert request.detection == "none: unrecognised-documents-field"
+    assert request.render() == request_body
 
-    with pytest.raises(DocumentFieldError):
-        parse_request({"model": "m", "messages": [{"role": "user", "content": "q"}], "documents": value})
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"id": "1", "snippet": "alpha"}, {"id": "2", "snippet": "beta"}],  # Cohere
+        [{"doc_id": "1", "content": "alpha"}, {"doc_id": "2", "content": "beta"}],
+        [{"title": "A", "text": "alpha"}, {"title": "B", "text": "beta"}],  # vLLM's RAG chat templates
+        ["alpha", "beta"],
+    ],
+)
+def test_documents_field_entries_of_known_shapes_are_read(items: list[Any]) -> None:
+    request = parse_request({"model": "m", "messages": [{"role": "user", "content": "Which?"}], "documents": items})
+    assert [d.text for d in request.documents] == ["alpha", "beta"]
+    assert request.detection == "documents-field"
+    assert request.question == "Which?"

@@ -68,13 +68,6 @@ def test_without_limits_every_document_is_parsed(request_body: dict[str, Any]) -
     assert parse_request(request_body).documents
 
 
-def test_a_limit_error_is_a_value_error_and_not_a_field_error() -> None:
-    from strategies import DocumentFieldError
-
-    assert issubclass(DocumentLimitError, ValueError)
-    assert not issubclass(DocumentLimitError, DocumentFieldError)
-
-
 def test_a_million_documents_are_refused_before_any_is_built() -> None:
     # Used to build a million objects first: 7.5 s and 1.66 GB for three million.
     request_body = body("q?", documents=["x"] * 1_000_000)

@@ -1,0 +1,357 @@
+"""Finding the documents in a chat-completions body, with evidence before action.
+
+Shapes are tried from the most explicit to the most inferred: a format the operator declared for the
+model, then the papers' formats (`Document [i](Title: t)`, `<document>` elements, `Document N:` blocks, the KV JSON
+object), then a marked context region (`strategies.regions`), numbered markers, a tool's JSON list, and
+documents spread over messages (tool results, per-document system messages). A request may name one shape
+(`format=` on its strategy), and then only that one is tried.
+
+A shape applies only on strong evidence: the documents' count (two or more where they were inferred from a
+region's separator or from messages), a question found outside them (unless markers name the documents as
+documents), and for the KV object a `Key:` naming one of its records. Otherwise the request is left exactly as it came, and `ChatRequest.detection` says why
+(`none: no-context-region`, `single-document`, `no-question`, `ambiguous`, `non-text-parts` ...).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from strategies.declared import DeclaredFormat, declared_for
+from strategies.documents_field import DOCUMENTS_FIELD, from_documents_field
+from strategies.formats import SCANNERS
+from strategies.limits import DocumentLimits
+from strategies.message_documents import scan_json_list, system_document_run, tool_result_run
+from strategies.numbered import AmbiguousNumbering, scan_numbered
+from strategies.question import find_question
+from strategies.regions import find_region, split_region
+from strategies.request import ChatRequest, Document, DocumentBlock
+from strategies.spans import DocumentFormat, DocumentSpan
+
+_SEARCHED_ROLES = ("user", "system", "developer", "tool")
+_INFERRED = (DocumentFormat.PARAGRAPHS, DocumentFormat.METADATA, DocumentFormat.MESSAGES, DocumentFormat.JSON_LIST)
+"""Formats read from a separator rather than from markers that name documents: they need two or more."""
+_NEED_QUESTION = (*_INFERRED, DocumentFormat.NUMBERED)
+"""Formats whose markers could be an ordinary list (`[1]`, a `Context:` label): a question found outside the
+documents is part of their evidence. `Document [1]`, `<document>` and `Document 1:` name documents themselves."""
+_REASON_RANK = ("no-context-region", "no-question", "single-document", "ambiguous", "non-text-parts", "over-limit")
+"""When several candidates fell short, the reason reported is the one furthest along this list."""
+
+SHAPES = tuple(f.value for f in DocumentFormat if f is not DocumentFormat.DECLARED)
+"""Shape names a request may name with `format=`, besides the operator's declared formats."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    format: DocumentFormat
+    spans: list[DocumentSpan]
+    label: str
+
+
+class _Reasons:
+    """Why candidates were turned down; the most telling one is reported."""
+
+    def __init__(self) -> None:
+        self.worst = 0
+
+    def add(self, reason: str) -> None:
+        self.worst = max(self.worst, _REASON_RANK.index(reason))
+
+    def text(self) -> str:
+        return f"none: {_REASON_RANK[self.worst]}"
+
+
+def parse_request(
+    body: Mapping[str, Any],
+    limits: DocumentLimits | None = None,
+    *,
+    declared: Sequence[DeclaredFormat] = (),
+    shape: str | None = None,
+) -> ChatRequest:
+    """Split a validated chat-completions body into instructions, documents and question.
+
+    Documents come from the `documents` body field when present, else from the messages: the last user
+    message first, then the others from last to first, then runs of messages. A pure function of its
+    arguments, in time linear in the body's size: safe to run in a worker thread.
+
+    Args:
+        body: the client's chat-completions body, already checked to hold a list of messages.
+        limits: the most documents and document bytes the request may carry; None: unbounded.
+        declared: the operator's declared formats; those that apply to the body's model are tried first.
+        shape: a shape the request named (a `SHAPES` value or a declared format's name): only it is tried.
+
+    Raises:
+        DocumentFieldError: the `documents` field is malformed.
+        DocumentLimitError: the documents found, or given in the `documents` field, exceed `limits`; checked
+            before objects are built for more documents than the limit.
+    """
+    if DOCUMENTS_FIELD in body:
+        return from_documents_field(body, limits)
+    messages = body["messages"]
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    formats = declared_for(declared, model)
+    if shape is not None and shape not in SHAPES:
+        formats = [f for f in formats if f.name == shape]
+    reasons = _Reasons()
+    search = _Search(body, limits, formats, shape, reasons)
+    found = search.in_texts() or search.in_message_runs()
+    if found is not None:
+        return found
+    return ChatRequest(body=body, question=_last_user_text(messages), detection=reasons.text())
+
+
+class _Search:
+    def __init__(
+        self,
+        body: Mapping[str, Any],
+        limits: DocumentLimits | None,
+        declared: list[DeclaredFormat],
+        shape: str | None,
+        reasons: _Reasons,
+    ) -> None:
+        self.body = body
+        self.messages: Sequence[Mapping[str, Any]] = body["messages"]
+        self.limits = limits
+        self.declared = declared
+        self.shape = shape
+        self.reasons = reasons
+        self.most = None if limits is None else limits.max_documents + 1
+
+    def in_texts(self) -> ChatRequest | None:
+        for index in _search_order(self.messages):
+            content = self.messages[index].get("content")
+            if isinstance(content, str):
+                found = self._in_text(content, index, None)
+            elif isinstance(content, list):
+                found = self._in_parts(content, index)
+            else:
+                found = None
+            if found is not None:
+                return found
+        return None
+
+    def in_message_runs(self) -> ChatRequest | None:
+        if self.shape not in (None, DocumentFormat.MESSAGES.value) or (self.declared and self.shape is not None):
+            return None
+        for run in (tool_result_run(self.messages), system_document_run(self.messages)):
+            if not run:
+                continue
+            if self.limits is not None:
+                self.limits.check_count(len(run))
+                self.limits.check_bytes(self.messages[i]["content"] for i in run)
+            role = self.messages[run[0]].get("role")
+            block = DocumentBlock(
+                format=DocumentFormat.MESSAGES,
+                message_index=run[0],
+                part_index=None,
+                head="",
+                separators=(),
+                tail="",
+                numbering_base=None,
+                message_indices=run,
+                takes_text=False,
+            )
+            documents = tuple(
+                Document(text=self.messages[i]["content"], raw=self.messages[i]["content"], message=self.messages[i])
+                for i in run
+            )
+            question = find_question("", "", _latest_user_text(self.messages, run[-1], before=True))
+            if not question:
+                self.reasons.add("no-question")
+                continue
+            return self._request(block, documents, question, f"messages; role={role}")
+        return None
+
+    def _in_parts(self, content: list[Any], index: int) -> ChatRequest | None:
+        texts = [i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("type") == "text"]
+        if self.limits is not None:
+            # Text parts are the documents when none of them holds a format: past the limit, refuse them before
+            # scanning every one, so that the work stays within what the limit allows.
+            self.limits.check_count(len(texts) - 1)
+        for position in texts:
+            text = content[position].get("text")
+            if isinstance(text, str):
+                found = self._in_text(text, index, position)
+                if found is not None:
+                    return found
+        if len(texts) < 3 or not all(isinstance(content[i].get("text"), str) for i in texts):
+            return None
+        if self.shape not in (None, DocumentFormat.PARTS.value):
+            return None
+        text_set = set(texts)
+        if any(i not in text_set for i in range(texts[0], texts[-2] + 1)):
+            # An image between two documents belongs with one of them, and moving text around it would
+            # separate them: such a message is left alone.
+            self.reasons.add("non-text-parts")
+            return None
+        return self._parts(content, index, texts)
+
+    def _parts(self, content: list[Any], index: int, texts: list[int]) -> ChatRequest | None:
+        *doc_positions, question_position = texts
+        if self.limits is not None:
+            self.limits.check_bytes(content[i]["text"] for i in doc_positions)
+        documents = tuple(
+            Document(text=content[i]["text"], raw=content[i]["text"], part=content[i]) for i in doc_positions
+        )
+        block = DocumentBlock(
+            format=DocumentFormat.PARTS,
+            message_index=index,
+            part_index=None,
+            head="",
+            separators=(),
+            tail=content[question_position]["text"],
+            numbering_base=None,
+        )
+        question = find_question("", block.tail, _latest_user_text(self.messages, index))
+        if not question:
+            self.reasons.add("no-question")
+            return None
+        return self._request(block, documents, question, DocumentFormat.PARTS.value)
+
+    def _in_text(self, text: str, index: int, part_index: int | None) -> ChatRequest | None:
+        role = self.messages[index].get("role")
+        for candidate in self._candidates(text, role):
+            if candidate.format in _INFERRED and self.most is not None and len(candidate.spans) >= self.most:
+                # Read from a separator, not from markers: too many pieces is no evidence of documents.
+                self.reasons.add("over-limit")
+                continue
+            if self.limits is not None:
+                self.limits.check_count(len(candidate.spans))
+                self.limits.check_bytes(text[s.start : s.end] for s in candidate.spans)
+            found = self._judged(text, candidate, index, part_index)
+            if found is not None:
+                return found
+        return None
+
+    def _candidates(self, text: str, role: Any) -> Iterator[_Candidate]:
+        for declared in self.declared:
+            spans = declared.scan(text)
+            if spans:
+                yield _Candidate(DocumentFormat.DECLARED, spans, f"declared:{declared.name}")
+        if self.shape is not None and self.shape not in SHAPES:
+            return
+        for fmt, scan in SCANNERS:
+            if self._allows(fmt):
+                spans = list(itertools.islice(scan(text), self.most))
+                if spans:
+                    yield _Candidate(fmt, spans, fmt.value)
+        yield from self._region_candidates(text)
+        if self._allows(DocumentFormat.NUMBERED):
+            try:
+                numbered = list(itertools.islice(scan_numbered(text), self.most))
+            except AmbiguousNumbering:
+                self.reasons.add("ambiguous")
+                numbered = []
+            if numbered:
+                yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
+        if role == "tool" and self._allows(DocumentFormat.JSON_LIST):
+            items = scan_json_list(text)
+            if items:
+                yield _Candidate(DocumentFormat.JSON_LIST, items, DocumentFormat.JSON_LIST.value)
+
+    def _region_candidates(self, text: str) -> Iterator[_Candidate]:
+        region = find_region(text)
+        if region is None:
+            return
+        try:
+            fmt, spans = split_region(text, region, self.most)
+        except AmbiguousNumbering:
+            self.reasons.add("ambiguous")
+            return
+        if self._allows(fmt) and spans:
+            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
+
+    def _allows(self, fmt: DocumentFormat) -> bool:
+        return self.shape is None or self.shape == fmt.value
+
+    def _judged(self, text: str, candidate: _Candidate, index: int, part_index: int | None) -> ChatRequest | None:
+        spans = candidate.spans
+        named = candidate.format is DocumentFormat.DECLARED or self.shape is not None
+        if len(spans) < 2 and candidate.format in _INFERRED and not named:
+            self.reasons.add("single-document")
+            return None
+        block, documents = _block_from_spans(text, spans, candidate.format, index, part_index)
+        question = find_question(block.head, block.tail, _latest_user_text(self.messages, index))
+        if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
+            # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
+            self.reasons.add("no-question")
+            return None
+        if not question and not named and candidate.format in _NEED_QUESTION:
+            self.reasons.add("no-question")
+            return None
+        return self._request(block, documents, question, candidate.label)
+
+    def _request(self, block: DocumentBlock, documents: tuple[Document, ...], question: str, label: str) -> ChatRequest:
+        return ChatRequest(
+            body=self.body,
+            documents=documents,
+            block=block,
+            question=question,
+            instructions=block.head.strip(),
+            detection=label,
+        )
+
+
+def _names_a_record(question: str, spans: list[DocumentSpan]) -> bool:
+    key = question.strip().strip("\"'`")
+    return any(s.title == key for s in spans)
+
+
+def _block_from_spans(
+    text: str, spans: list[DocumentSpan], fmt: DocumentFormat, index: int, part_index: int | None
+) -> tuple[DocumentBlock, tuple[Document, ...]]:
+    numbers = [s.number for s in spans]
+    base = next((b for b in (1, 0) if numbers == list(range(b, b + len(spans)))), None)
+    if base is not None and not all(_plain_number(text, s) for s in spans):
+        base = None  # "Document [01]": renumbering would not reproduce the original text
+    block = DocumentBlock(
+        format=fmt,
+        message_index=index,
+        part_index=part_index,
+        head=text[: spans[0].start],
+        separators=tuple(text[a.end : b.start] for a, b in itertools.pairwise(spans)),
+        tail=text[spans[-1].end :],
+        numbering_base=base,
+        takes_text=fmt is not DocumentFormat.JSON_LIST,
+    )
+    documents = tuple(
+        Document(text=s.text, title=s.title, raw=text[s.start : s.end], number_span=s.number_span) for s in spans
+    )
+    return block, documents
+
+
+def _plain_number(text: str, span: DocumentSpan) -> bool:
+    if span.number_span is None:
+        return False
+    start, end = span.number_span
+    return text[span.start + start : span.start + end] == str(span.number)
+
+
+def _search_order(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    candidates = [i for i, m in enumerate(messages) if m.get("role") in _SEARCHED_ROLES]
+    users = [i for i in candidates if messages[i].get("role") == "user"]
+    first = users[-1:] if users else []
+    return first + [i for i in reversed(candidates) if i not in first]
+
+
+def _latest_user_text(messages: Sequence[Mapping[str, Any]], index: int, *, before: bool = False) -> str:
+    """The latest user turn after message `index`; with `before`, the latest one anywhere (the documents of a
+    run of tool results answer a question asked before them)."""
+    users = [m for m in messages[(0 if before else index + 1) :] if m.get("role") == "user"]
+    return text_of(users[-1]) if users else ""
+
+
+def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    return _latest_user_text(messages, 0, before=True).strip()
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The text of a message: its string content, or its text parts joined by line breaks."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""

@@ -1,0 +1,89 @@
+"""What detection made of a request, for a person debugging their prompt: the format found (or why none
+was), the question, and each document with where it sits in the request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from strategies.declared import DeclaredFormat
+from strategies.detection import parse_request
+from strategies.limits import DocumentLimits
+from strategies.request import ChatRequest
+from strategies.spans import DocumentFormat
+
+PREVIEW_CHARS = 120
+"""Characters of each document shown in the text report; the JSON report carries offsets, not texts."""
+
+
+def explain_detection(
+    body: Mapping[str, Any],
+    *,
+    limits: DocumentLimits | None = None,
+    declared: Sequence[DeclaredFormat] = (),
+    shape: str | None = None,
+) -> dict[str, Any]:
+    """Detection's findings as a JSON-ready object: `format`, `question`, `instructions`, `message_index`,
+    `part_index`, and per document its `title`, `span` ([start, end) in the message's text, or the message's
+    index for per-message documents) and `text`.
+
+    Raises:
+        DocumentLimitError: the documents exceed `limits`.
+    """
+    request = parse_request(body, limits, declared=declared, shape=shape)
+    block = request.block
+    return {
+        "format": request.detection,
+        "documents_found": len(request.documents),
+        "question": request.question,
+        "instructions": request.instructions,
+        "message_index": block.message_index if block else None,
+        "part_index": block.part_index if block else None,
+        "documents": [
+            {"title": d.title, "span": span, "text": d.text}
+            for d, span in zip(request.documents, _spans(request), strict=True)
+        ],
+    }
+
+
+def _spans(request: ChatRequest) -> list[list[int]]:
+    block = request.block
+    if block is None:
+        return []
+    if block.format is DocumentFormat.MESSAGES:
+        return [[i, i + 1] for i in block.message_indices]
+    if block.format is DocumentFormat.PARTS:
+        content = request.body["messages"][block.message_index]["content"]
+        texts = [i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("type") == "text"]
+        return [[i, i + 1] for i in texts[:-1]]
+    spans = []
+    at = len(block.head)
+    for position, document in enumerate(request.documents):
+        end = at + len(document.raw)
+        spans.append([at, end])
+        if position < len(block.separators):
+            at = end + len(block.separators[position])
+    return spans
+
+
+def render_explanation(found: Mapping[str, Any]) -> str:
+    """The findings as lines a person reads."""
+    lines = [f"format: {found['format']}", f"documents: {found['documents_found']}"]
+    if found["message_index"] is not None:
+        where = f"message {found['message_index']}"
+        if found["part_index"] is not None:
+            where += f", part {found['part_index']}"
+        lines.append(f"in: {where}")
+    lines.append(f"question: {found['question']!r}")
+    if found["instructions"]:
+        lines.append(f"instructions: {_preview(found['instructions'])!r}")
+    for number, document in enumerate(found["documents"], start=1):
+        start, end = document["span"]
+        title = f" title={document['title']!r}" if document["title"] else ""
+        lines.append(f"  [{number}] span {start}:{end}{title} {_preview(document['text'])!r}")
+    return "\n".join(lines) + "\n"
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 3] + "..."

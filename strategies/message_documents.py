@@ -1,0 +1,143 @@
+"""Documents that are whole messages, or the items of a tool's JSON list.
+
+- The agent pattern: an assistant message calls tools, and each tool message after it holds one result. The
+  results are the documents; each keeps its `tool_call_id`, so moving them never mixes up which call a result
+  answers.
+- One system message per document, as some apps inject retrieved context: consecutive system (or developer)
+  messages that all open the same way (`Document: ...`, `Source 3: ...`, the same `key:` metadata line).
+- A tool message whose content is a JSON list of results (a search tool's output): each item is a string or an
+  object with a text field (`content`, `text`, `snippet`, `page_content` ...). The items are spans of the
+  message's text, so the JSON is reproduced byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from strategies.numbered import WORDS
+from strategies.spans import DocumentSpan
+
+TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
+"""Object fields read as a result's text, in this order."""
+TITLE_FIELDS = ("title", "name", "source", "url")
+
+# The opening of a per-document system message: a document word, or a metadata key a document starts with,
+# then an optional number and a colon. Other openings (`Rules:`, `Tone:`) are instructions, not documents.
+_OPENING = re.compile(
+    rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS}|title|file_name|file_path|url)[ \t]*\[?\d{{0,9}}\]?[ \t]*:"
+)
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def tool_result_run(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Indices of the last run of two or more consecutive tool messages with string content that follows an
+    assistant message calling tools; () when there is none."""
+    index = len(messages) - 1
+    while index >= 0:
+        if messages[index].get("role") != "tool":
+            index -= 1
+            continue
+        end = index
+        while index >= 0 and messages[index].get("role") == "tool":
+            index -= 1
+        run = tuple(range(index + 1, end + 1))
+        caller = messages[index] if index >= 0 else {}
+        if (
+            len(run) >= 2
+            and caller.get("role") == "assistant"
+            and caller.get("tool_calls")
+            and all(isinstance(messages[i].get("content"), str) and messages[i]["content"].strip() for i in run)
+        ):
+            return run
+    return ()
+
+
+def system_document_run(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Indices of two or more consecutive system or developer messages that all open with the same label;
+    the instructions before them (a message that opens otherwise) are not part of the run."""
+    best: tuple[int, ...] = ()
+    index = 0
+    while index < len(messages):
+        if messages[index].get("role") not in ("system", "developer"):
+            index += 1
+            continue
+        start = index
+        while index < len(messages) and messages[index].get("role") in ("system", "developer"):
+            index += 1
+        run = _same_opening_suffix(messages, start, index)
+        if len(run) >= 2:
+            best = run
+    return best
+
+
+def _same_opening_suffix(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> tuple[int, ...]:
+    labels = [_opening_label(messages[i].get("content")) for i in range(start, end)]
+    last = labels[-1]
+    if last is None:
+        return ()
+    first = len(labels) - 1
+    while first > 0 and labels[first - 1] == last:
+        first -= 1
+    return tuple(range(start + first, end))
+
+
+def _opening_label(content: Any) -> str | None:
+    if not isinstance(content, str):
+        return None
+    match = _OPENING.match(content)
+    return match.group("label").strip().casefold() if match else None
+
+
+def scan_json_list(text: str) -> list[DocumentSpan]:
+    """The items of a JSON list that is the whole of `text` (whitespace aside), when it has two or more items
+    and every one is a non-empty string or an object with a text field; else []."""
+    start = _JSON_SPACE.match(text, 0)
+    position = start.end() if start else 0
+    if not text.startswith("[", position):
+        return []
+    decoder = json.JSONDecoder()
+    try:
+        value, end = decoder.raw_decode(text, position)
+    except (json.JSONDecodeError, RecursionError):
+        return []
+    if not isinstance(value, list) or len(value) < 2 or text[end:].strip():
+        return []
+    texts = [_item_text(item) for item in value]
+    if not all(texts):
+        return []
+    spans = []
+    at = _skip_space(text, position + 1)
+    for item, item_text in zip(value, texts, strict=True):
+        _, after = decoder.raw_decode(text, at)
+        spans.append(DocumentSpan(start=at, end=after, text=item_text, title=_item_title(item)))
+        at = _skip_space(text, after)
+        if text.startswith(",", at):
+            at = _skip_space(text, at + 1)
+    return spans
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, str):
+        return item.strip()
+    if isinstance(item, Mapping):
+        for name in TEXT_FIELDS:
+            value = item.get(name)
+            if isinstance(value, str) and value.strip():
+                return value
+    return ""
+
+
+def _item_title(item: Any) -> str | None:
+    if isinstance(item, Mapping):
+        for name in TITLE_FIELDS:
+            if isinstance(item.get(name), str):
+                return str(item[name])
+    return None
+
+
+def _skip_space(text: str, position: int) -> int:
+    end = _JSON_SPACE.match(text, position)
+    return end.end() if end else position

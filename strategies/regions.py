@@ -1,0 +1,194 @@
+"""Context regions: the part of a prompt that an app marked as its retrieved context, split into documents.
+
+Real RAG stacks rarely number their documents. They mark where the context goes and join the documents with
+their own separator:
+
+- LangChain's stuff chains: a cue sentence (`Use the following pieces of retrieved context ...`) or a
+  `----------------` fence, then `page_content`s joined by blank lines;
+- LlamaIndex: `Context information is below.` between two `---------------------` fences, each node as
+  `key: value` metadata lines, a blank line and its text; its citation engine's `Source N:` blocks inside
+  `------` fences; its context chat engine's `Here are the relevant documents for the context:`;
+- hand-written apps: `Context:` labels, `<context>` wrappers, `### Context` headings.
+
+A region is found by one of these markers; its documents are, in order of preference, XML document elements,
+numbered markers, blocks opened by `key: value` metadata lines, or blank-line paragraphs. The region ends at
+its closing marker, at a line that opens the question or answer (`Question:`, `Query:`, `Answer:` ...), or at
+the end of the text. Whether the documents count is for the caller to judge (how many, and a question found
+outside the region); this module only reports what the text says.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from strategies.formats import scan_xml
+from strategies.numbered import scan_numbered
+from strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
+
+_WRAPPER_TAGS = "context|documents|sources|search_results|retrieved_documents|retrieved_context|knowledge|passages"
+_WRAPPER = re.compile(rf"<(?P<tag>{_WRAPPER_TAGS})(?:[ \t][^<>\n]{{0,200}})?>", re.IGNORECASE)
+# A line of five or more of one rule character: LangChain's 16 dashes, LlamaIndex's 21 and its citation's 6.
+# Markdown's `---` rule is shorter, so notes with horizontal rules are not read as fenced context.
+_FENCE = re.compile(r"(?m)^[ \t]*(?:-{5,}|={5,}|\*{5,}|_{5,}|~{5,})[ \t]*$")
+_LABEL = re.compile(
+    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:context|contexts|context information|documents|retrieved documents|"
+    r"retrieved context|relevant documents|relevant context|sources|search results|passages|retrieved passages|"
+    r"knowledge|background information)(?:\*\*)?[ \t]*(?::[ \t]*(?:\*\*)?|(?=\n))"
+)
+# A sentence that announces the context: LangChain's `the following pieces of retrieved context`, LlamaIndex's
+# `Here are the relevant documents for the context:`, `The documents below ...`.
+_CUE = re.compile(
+    r"(?i)\b(?:the following (?:pieces of |retrieved |relevant |search )*(?:context|documents|passages|sources|"
+    r"search results|excerpts|snippets|articles)|(?:documents|passages|sources|excerpts|snippets|search results)"
+    r" (?:for the context|below)|context (?:is )?below)\b"
+)
+_METADATA_LINE = re.compile(r"[A-Za-z_][\w .\-/]{0,40}: \S[^\n]*")
+_MAX_METADATA_LINES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Where a marked context starts and ends in a text, and what marked it."""
+
+    start: int
+    end: int
+    marker: str
+    """`wrapper`, `fence`, `label` or `cue`: reported with the format, for users debugging their prompt."""
+
+
+def find_region(text: str) -> Region | None:
+    """The first marked context region of `text`, by the strongest marker present."""
+    return _wrapped(text) or _fenced(text) or _labelled(text) or _announced(text)
+
+
+def split_region(text: str, region: Region, most: int | None = None) -> tuple[DocumentFormat, list[DocumentSpan]]:
+    """The documents of a region and how they were told apart; at most `most` of them are built, and a region
+    holding more paragraphs than four times that is reported as that many paragraphs, unsplit.
+
+    Raises:
+        AmbiguousNumbering: numbered markers in the region that are not one list.
+    """
+    xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
+    if xml:
+        return DocumentFormat.XML, [_shifted(s, region.start) for s in xml]
+    numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
+    if numbered:
+        return DocumentFormat.NUMBERED, numbered
+    cap = None if most is None else 4 * most
+    paragraphs = list(itertools.islice(_paragraphs(text, region.start, region.end), cap))
+    if cap is not None and len(paragraphs) >= cap:
+        return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text="") for a, b in paragraphs[:most]]
+    blocks = _metadata_blocks(text, paragraphs)
+    if blocks:
+        return DocumentFormat.METADATA, blocks
+    return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
+
+
+def _wrapped(text: str) -> Region | None:
+    # A tag whose closing is missing after one opening is missing after every later one too: searched once.
+    unclosed: set[str] = set()
+    opening = _WRAPPER.search(text)
+    while opening is not None:
+        tag = opening.group("tag").lower()
+        if tag not in unclosed:
+            closing = re.compile(rf"</{tag}\s*>", re.IGNORECASE).search(text, opening.end())
+            if closing is not None:
+                return Region(opening.end(), closing.start(), "wrapper")
+            unclosed.add(tag)
+        opening = _WRAPPER.search(text, opening.end())
+    return None
+
+
+def _fenced(text: str) -> Region | None:
+    fences = _FENCE.finditer(text)
+    first = next(fences, None)
+    if first is None:
+        return None
+    second = next(fences, None)
+    if second is not None:
+        return Region(first.end(), second.start(), "fence")
+    return Region(first.end(), _cue_or_end(text, first.end()), "fence")
+
+
+def _labelled(text: str) -> Region | None:
+    label = _LABEL.search(text)
+    if label is None:
+        return None
+    return Region(label.end(), _cue_or_end(text, label.end()), "label")
+
+
+def _announced(text: str) -> Region | None:
+    cue = _CUE.search(text)
+    if cue is None:
+        return None
+    # The documents start at the paragraph after the cue's own, or on the line after a cue ending in a colon.
+    line_end = text.find("\n", cue.end())
+    if line_end == -1:
+        return None
+    blank = BLANK_LINE.search(text, cue.end())
+    colon_line = text[cue.end() : line_end].rstrip().endswith(":")
+    start = line_end + 1 if colon_line or blank is None else blank.end()
+    return Region(start, _cue_or_end(text, start), "cue")
+
+
+def _cue_or_end(text: str, start: int) -> int:
+    cue = END_CUE.search(text, start)
+    return cue.start() if cue else len(text)
+
+
+def _paragraphs(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Offsets of the non-blank paragraphs of `text[start:end]`, each without its surrounding whitespace."""
+    at = start
+    for blank in BLANK_LINE.finditer(text, start, end):
+        yield from _stripped(text, at, blank.start())
+        at = blank.end()
+    yield from _stripped(text, at, end)
+
+
+def _stripped(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    piece = text[start:end]
+    core = piece.strip()
+    if core:
+        offset = start + len(piece) - len(piece.lstrip())
+        yield offset, offset + len(core)
+
+
+def _metadata_blocks(text: str, paragraphs: list[tuple[int, int]]) -> list[DocumentSpan]:
+    """Documents that each open with a paragraph of `key: value` lines whose first key is the same as the
+    first document's (LlamaIndex renders a node as its metadata, a blank line, then its text)."""
+    if not paragraphs:
+        return []
+    first_key = _metadata_key(text, *paragraphs[0])
+    if first_key is None:
+        return []
+    starts = [i for i, (a, b) in enumerate(paragraphs) if _metadata_key(text, a, b) == first_key]
+    if len(starts) < 2:
+        return []
+    ends = [*starts[1:], len(paragraphs)]
+    spans = []
+    for i, j in zip(starts, ends, strict=True):
+        start, end = paragraphs[i][0], paragraphs[j - 1][1]
+        spans.append(DocumentSpan(start=start, end=end, text=text[start:end]))
+    return spans
+
+
+def _metadata_key(text: str, start: int, end: int) -> str | None:
+    """The first key of a paragraph made only of `key: value` lines, else None."""
+    lines = text[start:end].split("\n", _MAX_METADATA_LINES)
+    if len(lines) > _MAX_METADATA_LINES or not all(_METADATA_LINE.fullmatch(line.rstrip()) for line in lines):
+        return None
+    return lines[0].split(":", 1)[0]
+
+
+def _shifted(span: DocumentSpan, offset: int) -> DocumentSpan:
+    return DocumentSpan(
+        start=span.start + offset,
+        end=span.end + offset,
+        text=span.text,
+        title=span.title,
+        number=span.number,
+        number_span=span.number_span,
+    )

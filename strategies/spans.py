@@ -1,0 +1,106 @@
+"""What every scanner reports, and the rules they share for where a block of text ends.
+
+A scanner finds the documents of one shape in a text and reports them as spans: offsets into that text, so
+that rendering can reproduce every byte it did not move. The helpers here are linear in the text they read:
+each pattern is anchored at a line start, or is a plain run of characters, and no position is searched twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class DocumentFormat(StrEnum):
+    """How the documents of a request were written."""
+
+    LITM = "litm"
+    """Lost in the Middle: one `Document [i](Title: t) text` line per document."""
+    XML = "xml"
+    """`<document ...>`, `<doc ...>` or `<source ...>` elements."""
+    HEADED = "headed"
+    """Blocks opened by a `Document N:` line or a `## Document N` heading."""
+    JSON_KV = "json-kv"
+    """A JSON object of string records (the key-value retrieval task); each record is a document."""
+    PARTS = "parts"
+    """Separate text content parts of one message; the last text part is the question."""
+    NUMBERED = "numbered"
+    """Blocks opened by a numbered marker: `[1]`, `Source 1:`, `### Source 1`, `Retrieved chunk 1:` ..."""
+    PARAGRAPHS = "paragraphs"
+    """A marked context region (`Context:`, fences, `<context>`, a cue sentence) split at its blank lines."""
+    METADATA = "metadata-blocks"
+    """A marked context region whose documents each open with `key: value` metadata lines (LlamaIndex nodes)."""
+    MESSAGES = "messages"
+    """One document per message: consecutive tool results, or consecutive system messages of one shape."""
+    JSON_LIST = "json-list"
+    """A tool message holding a JSON list of results, each a string or an object with a text field."""
+    DECLARED = "declared"
+    """A template the operator declared in settings."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSpan:
+    """One document found in a text, by offsets into that text."""
+
+    start: int
+    end: int
+    text: str
+    title: str | None = None
+    number: int | None = None
+    number_span: tuple[int, int] | None = None
+    """Offsets of the positional number, relative to `start`; None where the number must not change (an app
+    may map citations back to it)."""
+
+
+Scanner = Callable[[str], Iterator[DocumentSpan]]
+
+MAX_NUMBER_DIGITS = 9
+"""A position has far fewer digits; a longer run is no position (and `int` refuses one past 4,300 digits)."""
+
+BLANK_LINE = re.compile(r"\n[ \t]*\n")
+# A line that opens what follows the documents: the question, the answer slot, or the next instruction.
+END_CUE = re.compile(
+    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:question|questions|query|user query|user question|q|answer|"
+    r"helpful answer|final answer|instruction|instructions|task|key|input|corresponding value|response)"
+    r"(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
+)
+
+
+def position(digits: str) -> int | None:
+    """The number a run of digits writes, None past `MAX_NUMBER_DIGITS`."""
+    return int(digits) if len(digits) <= MAX_NUMBER_DIGITS else None
+
+
+def paragraph_count(text: str) -> int:
+    """How many blank-line separated paragraphs `text` holds (1 for text without a blank line)."""
+    return sum(1 for _ in BLANK_LINE.finditer(text.strip())) + 1
+
+
+def last_block_end(text: str, start: int, limit: int, paragraphs: int | None) -> int | None:
+    """Where the last document that starts at `start` ends, or None when nothing tells.
+
+    It ends before a line that opens the question or the answer (`Question:`, `Answer:` ...). Otherwise, when
+    the documents before it held at most `paragraphs` paragraphs each, it holds no more than that many
+    either: what follows is the question. A final paragraph ending in `?` is the question, never a document's.
+    """
+    cue = END_CUE.search(text, start, limit)
+    end = _before_line(text, cue.start()) if cue else limit
+    if paragraphs is None:
+        return end if cue else None
+    for seen, blank in enumerate(BLANK_LINE.finditer(text, start, end), start=1):
+        if seen == paragraphs:
+            return blank.start()
+    last_blank = text.rfind("\n\n", start, end)
+    if last_blank != -1 and text[start:end].rstrip().endswith("?"):
+        return last_blank
+    return end
+
+
+def _before_line(text: str, line_start: int) -> int:
+    """The offset before the line break (and blank lines) that precede `line_start`."""
+    end = line_start
+    while end > 0 and text[end - 1] in " \t\r\n":
+        end -= 1
+    return end
