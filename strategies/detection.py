@@ -8,8 +8,9 @@ documents spread over messages (tool results, per-document system messages). A r
 
 A shape applies only on strong evidence: the documents' count (two or more where they were inferred from a
 region's separator or from messages), a question found outside them (unless markers name the documents as
-documents), and for the KV object a `Key:` naming one of its records. Otherwise the request is left exactly as it came, and `ChatRequest.detection` says why
-(`none: no-context-region`, `single-document`, `no-question`, `ambiguous`, `non-text-parts` ...).
+documents), and for the KV object a `Key:` naming one of its records. Otherwise the request is left exactly
+as it came, and `ChatRequest.detection` says why (`none: no-context-region`, `single-document`, `no-question`,
+`ambiguous`, `non-text-parts` ...).
 """
 
 from __future__ import annotations
