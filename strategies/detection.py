@@ -274,7 +274,9 @@ class _Search:
             self.reasons.add("single-document")
             return None
         block, documents = _block_from_spans(text, spans, candidate.format, index, part_index)
-        question = find_question(block.head, block.tail, _latest_user_text(self.messages, index))
+        # A tool's results answer the question asked before the call; elsewhere a later turn is what is asked now.
+        role = self.messages[index].get("role")
+        question = find_question(block.head, block.tail, _latest_user_text(self.messages, index, before=role == "tool"))
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question")

@@ -16,6 +16,8 @@ _CUE_LINE = re.compile(
     r"[ \t]*:[ \t]*(?P<q>[^\n]*)$"
 )
 _FIELD = re.compile(r"(?m)^[ \t]*\[\[ ## (?:question|query|input) ## \]\][ \t]*$")
+# What closes the documents' wrapper (`</documents>`) when the question follows it.
+_CLOSING_TAGS = re.compile(r"\A(?:\s*</[A-Za-z_][\w.-]{0,40}\s*>)+")
 _ANSWER_SLOT = re.compile(
     r"(?im)^[ \t]*(?:answer|helpful answer|final answer|corresponding value|response)[ \t]*:[ \t]*$"
 )
@@ -29,7 +31,7 @@ def find_question(head: str, tail: str, later_user_text: str) -> str:
         found = _cued(text)
         if found:
             return found
-    return _ANSWER_SLOT.sub("", tail).strip()
+    return _CLOSING_TAGS.sub("", _ANSWER_SLOT.sub("", tail)).strip()
 
 
 def _cued(text: str) -> str:

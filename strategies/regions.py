@@ -10,7 +10,8 @@ their own separator:
   `------` fences; its context chat engine's `Here are the relevant documents for the context:`;
 - hand-written apps: `Context:` labels, `<context>` wrappers, `### Context` headings.
 
-A region is found by one of these markers; its documents are, in order of preference, XML document elements,
+A region is found by one of these markers; its documents are, in order of preference, the items of a JSON list
+(DSPy's `list[str]` fields), XML document elements,
 numbered markers, blocks opened by `key: value` metadata lines, or blank-line paragraphs. The region ends at
 its closing marker, at a line that opens the question or answer (`Question:`, `Query:`, `Answer:` ...), or at
 the end of the text. Whether the documents count is for the caller to judge (how many, and a question found
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from strategies.formats import scan_xml
+from strategies.message_documents import scan_json_list
 from strategies.numbered import scan_numbered
 from strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
 
@@ -37,6 +39,8 @@ _LABEL = re.compile(
     r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:context|contexts|context information|documents|retrieved documents|"
     r"retrieved context|relevant documents|relevant context|sources|search results|passages|retrieved passages|"
     r"knowledge|background information)(?:\*\*)?[ \t]*(?::[ \t]*(?:\*\*)?|(?=\n))"
+    # DSPy's ChatAdapter opens each input field with a `[[ ## name ## ]]` line.
+    r"|^[ \t]*\[\[ ## (?:context|contexts|documents|passages|sources|search_results) ## \]\][ \t]*\n"
 )
 # A sentence that announces the context: LangChain's `the following pieces of retrieved context`, LlamaIndex's
 # `Here are the relevant documents for the context:`, `The documents below ...`.
@@ -71,6 +75,9 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     Raises:
         AmbiguousNumbering: numbered markers in the region that are not one list.
     """
+    items = scan_json_list(text[region.start : region.end])
+    if items:
+        return DocumentFormat.JSON_LIST, [_shifted(s, region.start) for s in items]
     xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
     if xml:
         return DocumentFormat.XML, [_shifted(s, region.start) for s in xml]
