@@ -84,7 +84,7 @@ class DeclaredFormat:
         pattern = re.compile(re.escape(before) + (r"\d{1,9}" + re.escape(after) if slot else ""))
         # A literal, or a literal, a bounded digit run and a literal: no backtracking beyond nine digits.
         starts = [m.start() for m in pattern.finditer(text, begin, finish)]
-        yield from zip(starts, [*starts[1:], finish], strict=True)
+        yield from zip(starts, [*starts[1:], finish][: len(starts)], strict=True)
 
 
 def declared_for(formats: Sequence[DeclaredFormat], model: str | None) -> list[DeclaredFormat]:

@@ -11,8 +11,8 @@ their own separator:
 - hand-written apps: `Context:` labels, `<context>` wrappers, `### Context` headings.
 
 A region is found by one of these markers; its documents are, in order of preference, the items of a JSON list
-(DSPy's `list[str]` fields), XML document elements,
-numbered markers, blocks opened by `key: value` metadata lines, or blank-line paragraphs. The region ends at
+(DSPy's `list[str]` fields), XML document elements, blocks opened by `key: value` metadata lines, numbered
+markers, or blank-line paragraphs. The region ends at
 its closing marker, at a line that opens the question or answer (`Question:`, `Query:`, `Answer:` ...), or at
 the end of the text. Whether the documents count is for the caller to judge (how many, and a question found
 outside the region); this module only reports what the text says.
@@ -81,16 +81,19 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
     if xml:
         return DocumentFormat.XML, [_shifted(s, region.start) for s in xml]
-    numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
-    if numbered:
-        return DocumentFormat.NUMBERED, numbered
     cap = None if most is None else 4 * most
     paragraphs = list(itertools.islice(_paragraphs(text, region.start, region.end), cap))
     if cap is not None and len(paragraphs) >= cap:
+        # Too many pieces to be documents: reported as `most` of them, which the caller turns down.
         return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text="") for a, b in paragraphs[:most]]
+    # Before numbered markers: LlamaIndex's citation engine writes each node's metadata lines above its
+    # `Source N:` marker, and a split at the markers would give every title to the document before it.
     blocks = _metadata_blocks(text, paragraphs)
     if blocks:
         return DocumentFormat.METADATA, blocks
+    numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
+    if numbered:
+        return DocumentFormat.NUMBERED, numbered
     return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
 
 

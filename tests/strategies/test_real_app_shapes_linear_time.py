@@ -1,0 +1,110 @@
+"""The scanners for real apps' shapes (context regions, numbered markers, a tool's JSON list, runs of
+messages, declared formats, the question) stay linear: 1 MB built against each costs a fraction of a second
+where a scan that searched again per marker would take minutes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from typing import Any
+
+import pytest
+
+from strategies import DeclaredFormat, DocumentLimitError, DocumentLimits, parse_request
+
+MB = 1_000_000
+BOUND_SECONDS = 3.0
+"""Generous on a loaded machine: each case takes well under a second; a quadratic scan takes minutes."""
+PROXY_LIMITS = DocumentLimits(max_documents=2_000, max_document_bytes=8 << 20)
+"""The proxy's defaults: what a hostile request meets."""
+
+
+def megabyte(unit: str, head: str = "", tail: str = "") -> str:
+    return head + unit * ((MB - len(head) - len(tail)) // len(unit)) + tail
+
+
+def user(content: Any, *before: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "m", "messages": [*before, {"role": "user", "content": content}]}
+
+
+HOSTILE_TEXTS = {
+    "fences-only": megabyte("------\n"),
+    "fence-then-blank-lines": megabyte("\n\n", head="------\n", tail="\nQuestion: q"),
+    "fence-like-lines": megabyte("-----x\n"),
+    "labels-only": megabyte("Context:\n"),
+    "label-then-paragraphs": megabyte("x\n\n", head="Context:\n", tail="Question: q"),
+    "cue-sentences": megabyte("the following context "),
+    "cue-without-line-break": megabyte("x ", head="Use the following documents"),
+    "unclosed-wrappers": megabyte("<context>"),
+    "unclosed-wrappers-of-every-tag": megabyte("<context><documents><sources><passages><knowledge>"),
+    "near-closing-wrappers": megabyte("</context" + " " * 30, head="<context>"),
+    "metadata-lines": megabyte("key: value\n", head="Context:\n"),
+    "metadata-blocks": megabyte("title: t\n\ntext\n\n", head="Context:\n", tail="Question: q"),
+    "numbered-markers": megabyte("[1] x\n"),
+    "numbered-consecutive": "".join(f"[{i}] x\n" for i in range(1, 100_000)) + "Question: q",
+    "source-markers-without-numbers": megabyte("Source \n"),
+    "source-markers-long-numbers": megabyte("Source 12345678901234\n"),
+    "question-cues": megabyte("Question:\n"),
+    "dspy-field-lines": megabyte("[[ ## context ## ]]\n"),
+    "end-cues-after-label": megabyte("Answer\n", head="Context: x\n"),
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS.values(), ids=HOSTILE_TEXTS)
+def test_a_hostile_prompt_for_the_new_shapes_is_scanned_in_linear_time(text: str) -> None:
+    for request_body in (user(text), user("q?", {"role": "system", "content": text})):
+        started = time.process_time()
+        with contextlib.suppress(DocumentLimitError):
+            request = parse_request(request_body, PROXY_LIMITS)
+            request.with_documents(request.documents[::-1]).render()
+        assert time.process_time() - started < BOUND_SECONDS
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps([{"content": "x"}] * 60_000),
+        "[" + "[" * 200_000,
+        json.dumps(["x" * 10] * 80_000),
+        "[" + '"\\"' * 300_000,
+    ],
+    ids=["many-results", "open-brackets", "many-strings", "escaped-quotes"],
+)
+def test_a_hostile_tool_result_is_scanned_in_linear_time(content: str) -> None:
+    messages = [
+        {"role": "user", "content": "q?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c", "content": content},
+    ]
+    started = time.process_time()
+    with contextlib.suppress(DocumentLimitError):
+        parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert time.process_time() - started < BOUND_SECONDS
+
+
+def test_thousands_of_messages_are_scanned_in_linear_time() -> None:
+    calls = [{"id": f"c{i}", "type": "function"} for i in range(20_000)]
+    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(20_000)]
+    systems = [{"role": "system", "content": "Document: x"}] * 20_000
+    messages = [*systems, {"role": "user", "content": "q?"}, {"role": "assistant", "tool_calls": calls}, *results]
+    started = time.process_time()
+    with contextlib.suppress(DocumentLimitError):
+        parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert time.process_time() - started < BOUND_SECONDS
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        DeclaredFormat(name="a", start="<kb>", end="</kb>", separator="\n---\n"),
+        DeclaredFormat(name="b", document_start="Doc {n}:"),
+    ],
+    ids=["separator", "document-start"],
+)
+def test_declared_formats_scan_in_linear_time(declared: DeclaredFormat) -> None:
+    for text in (megabyte("Doc 1"), megabyte("<kb>"), megabyte("\n---", head="<kb>"), megabyte("Doc 123456789:")):
+        started = time.process_time()
+        with contextlib.suppress(DocumentLimitError):
+            parse_request(user(text), PROXY_LIMITS, declared=[declared])
+        assert time.process_time() - started < BOUND_SECONDS
