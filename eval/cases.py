@@ -29,14 +29,25 @@ class Case:
     temperature: float = 0.0
     strategies: tuple[str, ...] | None = None
     """The strategies this case runs with; None means every requested one (baselines run with `none` only)."""
+    system: str | None = None
+    """A system message sent before `prompt` (the user message), as an app's framework sends one; None for the
+    papers' single user message."""
 
     @property
     def key(self) -> str:
         return f"{self.task}|{self.variant}|{self.size}|{'-' if self.position is None else self.position}|{self.sample}"
 
     @property
+    def messages(self) -> list[dict[str, str]]:
+        """The chat as sent: the system message, if any, then the prompt as the user's."""
+        system = [{"role": "system", "content": self.system}] if self.system is not None else []
+        return [*system, {"role": "user", "content": self.prompt}]
+
+    @property
     def prompt_hash(self) -> str:
-        return hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
+        # A prompt alone hashes as it always has, so earlier runs' samples keep their hashes.
+        text = self.prompt if self.system is None else f"{self.system}\0{self.prompt}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

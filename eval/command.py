@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from eval.cache import ResponseCache
-from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard
+from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.publish import read_info, write_report, write_samples
 from eval.report import RunInfo, load_samples
 from eval.runner import Progress, Runner, Target, jobs
@@ -53,7 +53,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TASK.KEY=VALUE",
-        help="task options: swim.budget, length.distraction, length.problems, multifact.needles, ...",
+        help="task options: litm-qa.prompt, swim.prompt (paper, langchain-stuff, langchain-retrievalqa, llamaindex, "
+        "dspy), swim.budget, length.distraction, length.problems, multifact.needles, ...",
     )
     add("--seed", type=int, default=0, help="seed of every generated case (default 0)")
     add("--data", type=Path, help="folder holding the papers' files (nq-open-*, kv-retrieval-*, gsm8k, squad)")
@@ -115,7 +116,7 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
         args.seed,
         args.profile,
         tuple(notes),
-        {t: asdict(TASKS[t]) for t in plan.tasks},
+        {task: task_record(task, grid) for task, grid in plan.tasks.items()},
     )
     if shard is not None:
         write_samples(args.out, samples, info)

@@ -1,5 +1,7 @@
-"""`litm-qa`: Lost in the Middle's multi-document QA. The paper's prompt and document lines, the gold at each
-position among N documents, plus the closed-book and oracle baselines.
+"""`litm-qa`: Lost in the Middle's multi-document QA. The paper's prompt and document lines (or, with the
+`prompt` option, a framework's shape: `eval.prompt_shapes`), the gold at each position among N documents, plus
+the closed-book and oracle baselines. Closed-book is the question alone under every shape: with no documents
+there is no app's shape to copy.
 
 Sources, in order of preference for each (N, position): the paper's positional file; the oracle file with
 distractors drawn from other questions' gold passages that hold no answer (the report says so); otherwise a
@@ -20,8 +22,8 @@ from eval.litm import (
     distractors_from_other_questions,
     load_qa,
     place,
-    qa_prompt,
 )
+from eval.prompt_shapes import PAPER, Chat, prompt_shape
 from eval.sources import Sources
 
 INFO = TaskInfo(
@@ -43,6 +45,7 @@ def paper_positions(documents: int) -> list[int]:
 
 
 def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
+    shape = prompt_shape(grid.options.get("prompt", PAPER))
     cases: list[Case] = []
     notes: list[str] = []
     oracle = _load(sources.qa_oracle) if sources.qa_oracle else None
@@ -58,31 +61,13 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
         for sample in range(grid.samples):
             examples = _examples(grid, sources, oracle, size, positions, sample)
             for position, (example, documents) in examples.items():
-                prompt = qa_prompt(example.question, documents)
-                cases.append(_case("standard", size, position, sample, prompt, example.answers))
+                chat = shape(example.question, documents)
+                cases.append(_case("standard", size, position, sample, chat, example.answers))
             example, _ = next(iter(examples.values()))
-            cases.append(
-                _case(
-                    "closed-book",
-                    size,
-                    None,
-                    sample,
-                    closed_book_prompt(example.question),
-                    example.answers,
-                    baseline=True,
-                )
-            )
-            cases.append(
-                _case(
-                    "oracle",
-                    size,
-                    None,
-                    sample,
-                    qa_prompt(example.question, [example.gold]),
-                    example.answers,
-                    baseline=True,
-                )
-            )
+            closed_book = Chat(None, closed_book_prompt(example.question))
+            cases.append(_case("closed-book", size, None, sample, closed_book, example.answers, baseline=True))
+            oracle_chat = shape(example.question, [example.gold])
+            cases.append(_case("oracle", size, None, sample, oracle_chat, example.answers, baseline=True))
     return cases, notes
 
 
@@ -121,7 +106,7 @@ def _case(
     size: int,
     position: int | None,
     sample: int,
-    prompt: str,
+    chat: Chat,
     answers: tuple[str, ...],
     *,
     baseline: bool = False,
@@ -132,9 +117,10 @@ def _case(
         size,
         position,
         sample,
-        prompt,
+        chat.user,
         answers,
         INFO.metric,
         MAX_TOKENS,
         strategies=("none",) if baseline else None,
+        system=chat.system,
     )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from eval import length, litm_kv, litm_qa, multifact, swim
 from eval.cases import Case, Grid, TaskInfo
+from eval.prompt_shapes import PAPER, SHAPES
 from eval.sources import Sources
 
 Builder = Callable[[Grid, Sources], tuple[list[Case], list[str]]]
@@ -36,9 +37,9 @@ PROFILES: dict[str, dict[str, Grid]] = {
 }
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
 OPTIONS: dict[str, tuple[str, ...]] = {
-    "litm-qa": (),
+    "litm-qa": ("prompt",),
     "litm-kv": (),
-    "swim": ("budget",),
+    "swim": ("budget", "prompt"),
     "length": ("distraction", "problems", "max_tokens"),
     "multifact": ("needles",),
 }
@@ -91,9 +92,20 @@ def make_plan(
         if key not in OPTIONS[task]:
             known = ", ".join(OPTIONS[task]) or "none"
             raise ValueError(f"--option {text!r}: {task} has no option {key!r} (it has: {known})")
+        if key == "prompt" and value not in SHAPES:
+            raise ValueError(f"--option {text!r}: unknown prompt shape; choose {', '.join(SHAPES)}")
         if task in grids:
             grids[task] = replace(grids[task], options={**grids[task].options, key: value})
     return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))
+
+
+def task_record(task: str, grid: Grid) -> dict[str, str | bool]:
+    """What run.json and the report say of a task: its `TaskInfo`, and the prompt shape its cases were rendered
+    in where it has the `prompt` option."""
+    record: dict[str, str | bool] = dict(asdict(TASKS[task]))
+    if "prompt" in OPTIONS[task]:
+        record["prompt"] = grid.options.get("prompt", PAPER)
+    return record
 
 
 def in_shard(case: Case, shard: tuple[int, int] | None) -> bool:

@@ -28,7 +28,7 @@ class RunInfo:
     profile: str
     notes: tuple[str, ...] = ()
     tasks: dict[str, dict[str, str | bool]] = field(default_factory=dict)
-    """Per task: its title, size unit and position unit."""
+    """Per task: its title, size unit and position unit, and the prompt shape for a task that has one."""
 
 
 def load_samples(paths: Iterable[Path]) -> list[Sample]:
@@ -193,6 +193,8 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
     for task in _order(a["task"] for a in accuracy):
         meta = info["tasks"].get(task, {})
         lines += [f"## {task}: {meta.get('title', '')}".rstrip(": "), ""]
+        if "prompt" in meta:
+            lines += [f"prompt shape: `{meta['prompt']}`", ""]
         rows = [a for a in accuracy if a["task"] == task]
         for variant in sorted({a["variant"] for a in rows}, key=lambda v: (v != "standard", v)):
             for size in _order(a["size"] for a in rows if a["variant"] == variant):

@@ -37,7 +37,7 @@ class Target:
 def request_body(case: Case, model: str) -> dict[str, Any]:
     return {
         "model": model,
-        "messages": [{"role": "user", "content": case.prompt}],
+        "messages": case.messages,
         "max_tokens": case.max_tokens,
         "temperature": case.temperature,
     }

@@ -92,6 +92,16 @@ def test_the_run_writes_every_report_file(full_run: Path) -> None:
     assert run["tasks"]["multifact"]["positional"] is False
 
 
+def test_the_prompt_shape_is_recorded_in_run_json_and_the_report(upstream_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "shaped"
+    assert evaluate(upstream_url, out, "--tasks", "litm-qa", "--samples", "1", "--option", "litm-qa.prompt=dspy") == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["tasks"]["litm-qa"]["prompt"] == "dspy"
+    report = (out / "report.md").read_text()
+    assert "## litm-qa: Multi-document QA (Lost in the Middle)\n\nprompt shape: `dspy`\n" in report
+    assert all(s["status"] == 200 for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines()))
+
+
 def test_the_key_appears_in_no_output_file(full_run: Path) -> None:
     for path in full_run.rglob("*"):
         if path.is_file():

@@ -57,7 +57,7 @@ def test_the_reference_grid_is_the_one_the_issue_asks_for() -> None:
         ({"samples": ["0"]}, "positive"),
         ({"sizes": ["nope=10"]}, "unknown task"),
         ({"options": ["budget=10"]}, "TASK.KEY=VALUE"),
-        ({"options": ["swim.budjet=10"]}, "swim has no option 'budjet' \\(it has: budget\\)"),
+        ({"options": ["swim.budjet=10"]}, "swim has no option 'budjet' \\(it has: budget, prompt\\)"),
     ],
 )
 def test_bad_overrides_are_refused_with_the_reason(kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
