@@ -94,7 +94,8 @@ def parse_request(
     model = body.get("model") if isinstance(body.get("model"), str) else None
     formats = declared_for(declared, model)
     if shape is not None and shape not in SHAPES:
-        formats = [f for f in formats if f.name == shape]
+        # Named by the request: the operator's format whatever models it lists for unnamed requests.
+        formats = [f for f in declared if f.name == shape]
     reasons = _Reasons()
     search = _Search(body, limits, formats, shape, reasons)
     found = search.in_texts() or search.in_message_runs()
