@@ -154,6 +154,7 @@ class _Search:
                 numbering_base=None,
                 message_indices=run,
                 takes_text=False,
+                calling_message=run[0] - 1 if role == "tool" else None,
             )
             documents = tuple(
                 Document(text=self.messages[i]["content"], raw=self.messages[i]["content"], message=self.messages[i])

@@ -75,14 +75,14 @@ class DocumentBlock:
     takes_text: bool = True
     """Whether text may be added around the documents (a JSON list or a run of messages takes none)."""
 
+    calling_message: int | None = None
+    """For tool results: the assistant message that called the tools."""
+
     @property
     def context_start(self) -> int:
         """The first message that belongs to the documents: where an intermediate call's prompt goes. For tool
-        results, the assistant message that called the tools: a tool result without its call is refused."""
-        if self.format is DocumentFormat.MESSAGES and self.message_indices:
-            first = self.message_indices[0]
-            return first - 1 if first > 0 else first
-        return self.message_index
+        results, the assistant message that called the tools: a call without its results is refused."""
+        return self.message_index if self.calling_message is None else self.calling_message
 
 
 @dataclass(frozen=True, slots=True)

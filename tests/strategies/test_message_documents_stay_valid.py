@@ -118,3 +118,19 @@ async def test_per_document_system_messages_are_reordered_as_messages() -> None:
     assert sent[0] == body["messages"][0]
     assert sorted(m["content"] for m in sent[1:4]) == sorted(s["content"] for s in systems)
     assert sent[-1] == body["messages"][-1]
+
+
+async def test_recite_over_per_document_system_messages_keeps_the_instructions() -> None:
+    systems = [{"role": "system", "content": f"Document: {r}"} for r in RESULTS]
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            *systems,
+            {"role": "user", "content": "Capital of Germany?"},
+        ],
+    }
+    upstream, _ = await run("recite", body, "Berlin is the capital of Germany.", "Berlin.")
+    recitation = upstream.bodies[0]["messages"]
+    assert recitation[0] == {"role": "system", "content": "Be brief."}
+    assert [m["role"] for m in recitation] == ["system", "user"]

@@ -1,0 +1,37 @@
+"""End to end: requests that LangChain, LlamaIndex and an agent really built, replayed with the real openai
+SDK through `contextlift serve` to the real SmolLM2 model: the documents are found, the shape is named, and the
+strategy's answer is a valid completion."""
+
+from __future__ import annotations
+
+import copy
+
+import openai
+import pytest
+
+from tests.strategies.framework_prompts import framework_prompts
+
+pytestmark = pytest.mark.e2e
+
+SHAPES = {
+    "langchain-stuff-system": "paragraphs; region=cue",
+    "llamaindex-query-engine": "metadata-blocks; region=fence",
+    "tool-per-document": "messages; role=tool",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_a_framework_request_is_reordered_on_the_real_model(proxy_url: str, name: str) -> None:
+    prompt = next(p for p in framework_prompts() if p.name == name)
+    body = copy.deepcopy(prompt.body)
+    sdk = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2",
+        messages=body["messages"],
+        max_tokens=16,
+        extra_headers={"X-Context-Strategy": "reorder"},
+    )
+    assert raw.headers["x-context-format"] == SHAPES[name]
+    assert raw.headers["x-context-documents"] == str(len(prompt.documents))
+    assert raw.headers["x-context-strategy"] == "reorder"
+    assert raw.parse().choices[0].message.content is not None
