@@ -57,6 +57,10 @@ class ProxyMetrics:
         self.tokens = Counter(
             "contextlift_tokens", "Tokens reported by the upstream.", ["direction", "model"], registry=self.registry
         )
+        self.detections = Counter(
+            "contextlift_detections", "Chat requests by the document shape found, or why none was (`none: ...`).",
+            ["format"], registry=self.registry,
+        )  # fmt: skip
         self.in_flight = Gauge("contextlift_requests_in_flight", "Requests being handled.", registry=self.registry)
 
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
@@ -88,6 +92,8 @@ class ProxyMetrics:
             self.upstream_calls.labels("ok").inc(record.ledger.calls - len(failures))
         for code in failures:
             self.upstream_calls.labels(code).inc()
+        if record.route == CHAT_ROUTE:
+            self.detections.labels(format_label(record.document_format)).inc()
         usage = record.ledger.usage
         if usage.get("prompt_tokens"):
             self.tokens.labels("in", model).inc(usage["prompt_tokens"])
@@ -102,6 +108,14 @@ class ProxyMetrics:
 
 
 _MAX_LABEL = 128
+CHAT_ROUTE = "/v1/chat/completions"
+
+
+def format_label(detection: str) -> str:
+    """The label of a detection outcome: the shape without its details (`paragraphs; region=fence` counts as
+    `paragraphs`, every declared format as `declared`), or the reason nothing was found: a fixed set."""
+    shape = detection.split(";", 1)[0]
+    return "declared" if shape.startswith("declared:") else shape
 
 
 def _valid_label(value: str) -> bool:

@@ -70,3 +70,27 @@ def test_raw_paths_never_become_labels(client: Any, fake: FakeUpstream) -> None:
     text = client.get("/metrics").text
     assert "secret-file-id-123" not in text
     assert 'route="/v1/{path:path}"' in text
+
+
+def test_detection_outcomes_are_counted_by_shape_or_reason(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(document_formats=[{"name": "kb", "start": "<kb>", "separator": "%%"}])
+    reorder = {"X-Context-Strategy": "reorder"}
+    client.post("/v1/chat/completions", json=WITH_DOCS, headers=reorder)
+    fenced = "Context:\nParis is in France.\n\nBerlin is in Germany.\n\nQuestion: Where is Berlin?"
+    client.post("/v1/chat/completions", json=chat(fenced), headers=reorder)
+    client.post("/v1/chat/completions", json=chat("<kb>a%%b\nWhich?"), headers=reorder)
+    client.post("/v1/chat/completions", json=chat("Tell me a joke."), headers=reorder)
+    client.post("/v1/chat/completions", json=chat())
+    client.get("/v1/models")
+    found = {
+        dict(labels)["format"]: value
+        for (name, labels), value in samples(client).items()
+        if name == "contextlift_detections_total"
+    }
+    assert found == {
+        "litm": 1,
+        "paragraphs": 1,
+        "declared": 1,
+        "none: no-context-region": 1,
+        "none: not-requested": 1,
+    }
