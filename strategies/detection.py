@@ -23,7 +23,7 @@ from typing import Any
 from strategies.declared import DeclaredFormat, declared_for
 from strategies.documents_field import DOCUMENTS_FIELD, from_documents_field
 from strategies.formats import SCANNERS
-from strategies.limits import DocumentLimits
+from strategies.limits import DocumentLimitError, DocumentLimits
 from strategies.message_documents import scan_json_list, system_document_run, tool_result_run
 from strategies.numbered import AmbiguousNumbering, scan_numbered
 from strategies.question import find_question
@@ -92,7 +92,7 @@ def parse_request(
         return from_documents_field(body, limits)
     messages = body["messages"]
     model = body.get("model") if isinstance(body.get("model"), str) else None
-    formats = declared_for(declared, model)
+    formats = declared_for(declared, model) if shape is None else []
     if shape is not None and shape not in SHAPES:
         # Named by the request: the operator's format whatever models it lists for unnamed requests.
         formats = [f for f in declared if f.name == shape]
@@ -120,6 +120,15 @@ class _Search:
         self.shape = shape
         self.reasons = reasons
         self.most = None if limits is None else limits.max_documents + 1
+        # Found once: reading the later messages again for each candidate made a long chat cost its square.
+        self.last_user = _last_user_index(self.messages)
+
+    def latest_user_text(self, index: int, *, before: bool = False) -> str:
+        """The latest user turn after message `index` (what is asked now); with `before`, the latest anywhere
+        (tool results answer a question asked before them)."""
+        if self.last_user > index or (before and self.last_user >= 0):
+            return text_of(self.messages[self.last_user])
+        return ""
 
     def in_texts(self) -> ChatRequest | None:
         for index in _search_order(self.messages):
@@ -135,14 +144,14 @@ class _Search:
         return None
 
     def in_message_runs(self) -> ChatRequest | None:
-        if self.shape not in (None, DocumentFormat.MESSAGES.value) or (self.declared and self.shape is not None):
+        if self.shape not in (None, DocumentFormat.MESSAGES.value):
             return None
         for run in (tool_result_run(self.messages), system_document_run(self.messages)):
             if not run:
                 continue
-            if self.limits is not None:
-                self.limits.check_count(len(run))
-                self.limits.check_bytes(self.messages[i]["content"] for i in run)
+            if self.most is not None and len(run) >= self.most:
+                self.reasons.add("over-limit")
+                continue
             role = self.messages[run[0]].get("role")
             block = DocumentBlock(
                 format=DocumentFormat.MESSAGES,
@@ -160,9 +169,11 @@ class _Search:
                 Document(text=self.messages[i]["content"], raw=self.messages[i]["content"], message=self.messages[i])
                 for i in run
             )
-            question = find_question("", "", _latest_user_text(self.messages, run[-1], before=True))
+            question = find_question("", "", self.latest_user_text(run[-1], before=True))
             if not question:
                 self.reasons.add("no-question")
+                continue
+            if not self._within_limits(DocumentFormat.MESSAGES, [d.text for d in documents]):
                 continue
             return self._request(block, documents, question, f"messages; role={role}")
         return None
@@ -207,7 +218,7 @@ class _Search:
             tail=content[question_position]["text"],
             numbering_base=None,
         )
-        question = find_question("", block.tail, _latest_user_text(self.messages, index))
+        question = find_question("", block.tail, self.latest_user_text(index))
         if not question:
             self.reasons.add("no-question")
             return None
@@ -217,16 +228,34 @@ class _Search:
         role = self.messages[index].get("role")
         for candidate in self._candidates(text, role):
             if candidate.format in _INFERRED and self.most is not None and len(candidate.spans) >= self.most:
-                # Read from a separator, not from markers: too many pieces is no evidence of documents.
                 self.reasons.add("over-limit")
                 continue
-            if self.limits is not None:
-                self.limits.check_count(len(candidate.spans))
-                self.limits.check_bytes(text[s.start : s.end] for s in candidate.spans)
+            pieces = [text[s.start : s.end] for s in candidate.spans]
+            if candidate.format not in _NEED_QUESTION and candidate.format is not DocumentFormat.JSON_KV:
+                # Markers that name documents are documents whatever else the text holds: refused past the
+                # limits before anything else is built (the text after them would be copied for nothing).
+                self._within_limits(candidate.format, pieces)
+            # Judged before the limits: an ordinary prompt that only looks like too many documents (a JSON
+            # object of 2,001 labels, a numbered log) goes upstream untouched rather than refused.
             found = self._judged(text, candidate, index, part_index)
-            if found is not None:
+            if found is not None and self._within_limits(candidate.format, pieces):
                 return found
         return None
+
+    def _within_limits(self, fmt: DocumentFormat, texts: list[str]) -> bool:
+        """Whether accepted documents are within the limits. Past them, documents that markers name are
+        refused (`DocumentLimitError`); pieces read from a separator are no evidence of documents: left alone."""
+        if self.limits is None:
+            return True
+        try:
+            self.limits.check_count(len(texts))
+            self.limits.check_bytes(texts)
+        except DocumentLimitError:
+            if fmt not in _INFERRED:
+                raise
+            self.reasons.add("over-limit")
+            return False
+        return True
 
     def _candidates(self, text: str, role: Any) -> Iterator[_Candidate]:
         for declared in self.declared:
@@ -241,7 +270,9 @@ class _Search:
                 if spans:
                     yield _Candidate(fmt, spans, fmt.value)
         yield from self._region_candidates(text)
-        if self._allows(DocumentFormat.NUMBERED):
+        # In a system prompt, `[1] Be concise.` lines are rules, and the later user turn would pass for their
+        # question: there, only a marked context region or the papers' markers count.
+        if self._allows(DocumentFormat.NUMBERED) and role not in ("system", "developer"):
             try:
                 numbered = list(itertools.islice(scan_numbered(text), self.most))
             except AmbiguousNumbering:
@@ -250,7 +281,7 @@ class _Search:
             if numbered:
                 yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
         if role == "tool" and self._allows(DocumentFormat.JSON_LIST):
-            items = scan_json_list(text)
+            items = scan_json_list(text, objects_only=True)
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, DocumentFormat.JSON_LIST.value)
 
@@ -278,7 +309,10 @@ class _Search:
         block, documents = _block_from_spans(text, spans, candidate.format, index, part_index)
         # A tool's results answer the question asked before the call; elsewhere a later turn is what is asked now.
         role = self.messages[index].get("role")
-        question = find_question(block.head, block.tail, _latest_user_text(self.messages, index, before=role == "tool"))
+        # Spans cut at the limit leave later documents in the tail: only a cue line there is a question.
+        truncated = self.most is not None and len(spans) >= self.most
+        later = self.latest_user_text(index, before=role == "tool")
+        question = find_question(block.head, block.tail, later, bare=not truncated)
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question")
@@ -341,15 +375,14 @@ def _search_order(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return first + [i for i in reversed(candidates) if i not in first]
 
 
-def _latest_user_text(messages: Sequence[Mapping[str, Any]], index: int, *, before: bool = False) -> str:
-    """The latest user turn after message `index`; with `before`, the latest one anywhere (the documents of a
-    run of tool results answer a question asked before them)."""
-    users = [m for m in messages[(0 if before else index + 1) :] if m.get("role") == "user"]
-    return text_of(users[-1]) if users else ""
+def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Index of the chat's last user turn, -1 without one."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
 
 
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    return _latest_user_text(messages, 0, before=True).strip()
+    last = _last_user_index(messages)
+    return text_of(messages[last]).strip() if last >= 0 else ""
 
 
 def text_of(message: Mapping[str, Any]) -> str:

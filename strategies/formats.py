@@ -180,7 +180,7 @@ def scan_json_kv(text: str) -> Iterator[DocumentSpan]:
             return
         try:
             value, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except ValueError:  # a decode error, or an integer past 4,300 digits, which json refuses
             position = text.find("{", position + 1)
             continue
         if isinstance(value, dict) and len(value) >= 2 and all(isinstance(v, str) for v in value.values()):

@@ -24,11 +24,10 @@ TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "p
 """Object fields read as a result's text, in this order."""
 TITLE_FIELDS = ("title", "name", "source", "url")
 
-# The opening of a per-document system message: a document word, or a metadata key a document starts with,
-# then an optional number and a colon. Other openings (`Rules:`, `Tone:`) are instructions, not documents.
-_OPENING = re.compile(
-    rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS}|title|file_name|file_path|url)[ \t]*\[?\d{{0,9}}\]?[ \t]*:"
-)
+# The opening of a per-document system message: a document word, an optional number, a colon. Other openings
+# (`Rules:`, `Title: Safety`) are instructions, not documents. The number's blanks are inside its optional
+# group, so no two blank runs can take the same blanks.
+_OPENING = re.compile(rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS})(?:[ \t]*\[?\d{{1,9}}\]?)?[ \t]*:")
 _JSON_SPACE = re.compile(r"[ \t\r\n]*")
 
 
@@ -45,11 +44,15 @@ def tool_result_run(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
             index -= 1
         run = tuple(range(index + 1, end + 1))
         caller = messages[index] if index >= 0 else {}
+        ids = [messages[i].get("tool_call_id") for i in run]
         if (
             len(run) >= 2
             and caller.get("role") == "assistant"
             and caller.get("tool_calls")
             and all(isinstance(messages[i].get("content"), str) and messages[i]["content"].strip() for i in run)
+            # Each result answers its own call: a result is moved with its id, so ids must tell them apart.
+            and all(isinstance(i, str) for i in ids)
+            and len(set(ids)) == len(ids)
         ):
             return run
     return ()
@@ -91,9 +94,10 @@ def _opening_label(content: Any) -> str | None:
     return match.group("label").strip().casefold() if match else None
 
 
-def scan_json_list(text: str) -> list[DocumentSpan]:
+def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpan]:
     """The items of a JSON list that is the whole of `text` (whitespace aside), when it has two or more items
-    and every one is a non-empty string or an object with a text field; else []."""
+    and every one is an object with a text field, or (unless `objects_only`: a tool's list of plain strings
+    may be ordered steps) a non-empty string; else []."""
     start = _JSON_SPACE.match(text, 0)
     position = start.end() if start else 0
     if not text.startswith("[", position):
@@ -101,12 +105,12 @@ def scan_json_list(text: str) -> list[DocumentSpan]:
     decoder = json.JSONDecoder()
     try:
         value, end = decoder.raw_decode(text, position)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also an integer past 4,300 digits, which json refuses
         return []
     if not isinstance(value, list) or len(value) < 2 or text[end:].strip():
         return []
     texts = [_item_text(item) for item in value]
-    if not all(texts):
+    if not all(texts) or (objects_only and not all(isinstance(item, Mapping) for item in value)):
         return []
     spans = []
     at = _skip_space(text, position + 1)

@@ -23,14 +23,17 @@ _ANSWER_SLOT = re.compile(
 )
 
 
-def find_question(head: str, tail: str, later_user_text: str) -> str:
-    """The question, or "" when none is found."""
+def find_question(head: str, tail: str, later_user_text: str, *, bare: bool = True) -> str:
+    """The question, or "" when none is found; without `bare`, text after the documents counts only when a
+    cue line marks it (the caller does not know where the documents end)."""
     if later_user_text.strip():
         return later_user_text.strip()
     for text in (tail, head):
         found = _cued(text)
         if found:
             return found
+    if not bare:
+        return ""
     return _CLOSING_TAGS.sub("", _ANSWER_SLOT.sub("", tail)).strip()
 
 

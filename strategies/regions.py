@@ -49,8 +49,14 @@ _CUE = re.compile(
     r"search results|excerpts|snippets|articles)|(?:documents|passages|sources|excerpts|snippets|search results)"
     r" (?:for the context|below)|context (?:is )?below)\b"
 )
-_METADATA_LINE = re.compile(r"[A-Za-z_][\w .\-/]{0,40}: \S[^\n]*")
-_MAX_METADATA_LINES = 12
+_CONTEXT_WORD = re.compile(
+    r"(?i)\b(?:context|contexts|documents?|sources?|passages?|search results|excerpts?|snippets?|retrieved)\b"
+)
+_CUE_WINDOW = 400
+"""Characters above a fence searched for a context word: the cue is the sentence right above it."""
+# Keys are identifiers (`file_name`, `page_label`): prose such as `Club ownership structure: 75%` is text.
+_METADATA_LINE = re.compile(r"[A-Za-z_][\w.\-/]{0,40}: \S[^\n]*")
+_MAX_METADATA_LINES = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +98,8 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     if blocks:
         return DocumentFormat.METADATA, blocks
     numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
-    if numbered:
+    if numbered and not text[region.start : numbered[0].start].strip():
+        # The region opens with its first marker; markers further in are a document's own list.
         return DocumentFormat.NUMBERED, numbered
     return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
 
@@ -113,14 +120,30 @@ def _wrapped(text: str) -> Region | None:
 
 
 def _fenced(text: str) -> Region | None:
-    fences = _FENCE.finditer(text)
-    first = next(fences, None)
-    if first is None:
-        return None
-    second = next(fences, None)
-    if second is not None:
-        return Region(first.end(), second.start(), "fence")
-    return Region(first.end(), _cue_or_end(text, first.end()), "fence")
+    """The text after the first fence that a context cue announces, up to the same fence again (a different
+    rule inside a document does not close it), else to a question cue or the end. Without the cue, a fence is
+    a heading's underline or a note's separator: `Introduction\n------------` is no context."""
+    searched_to = 0
+    for fence in _FENCE.finditer(text):
+        # Each window starts where the last one ended: the text above a run of fences is read once in all.
+        announced = _announces_context(text, max(searched_to, fence.start() - _CUE_WINDOW), fence.start())
+        searched_to = fence.end()
+        if not announced:
+            continue
+        line = fence.group(0).strip()
+        closing = re.compile(rf"(?m)^[ \t]*{re.escape(line)}[ \t]*$").search(text, fence.end())
+        if closing is not None:
+            return Region(fence.end(), closing.start(), "fence")
+        return Region(fence.end(), _cue_or_end(text, fence.end()), "fence")
+    return None
+
+
+def _announces_context(text: str, window_start: int, fence_start: int) -> bool:
+    """Whether the lines just above a fence (back to a blank line, within the window) name a context:
+    LangChain's `Use the following pieces of context ...`, LlamaIndex's `Context information is below.`, its
+    citation engine's `Below are several numbered sources of information:`."""
+    blank = text.rfind("\n\n", window_start, fence_start)
+    return _CONTEXT_WORD.search(text, blank + 1 if blank != -1 else window_start, fence_start) is not None
 
 
 def _labelled(text: str) -> Region | None:
@@ -167,14 +190,19 @@ def _stripped(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def _metadata_blocks(text: str, paragraphs: list[tuple[int, int]]) -> list[DocumentSpan]:
-    """Documents that each open with a paragraph of `key: value` lines whose first key is the same as the
-    first document's (LlamaIndex renders a node as its metadata, a blank line, then its text)."""
-    if not paragraphs:
+    """Documents that each open with a paragraph of `key: value` lines after a paragraph of text (LlamaIndex
+    renders a node as its metadata, a blank line, then its text). The region must open with such a paragraph;
+    a later one opens a document when its first key is the region's first key, or, for nodes from another
+    reader with other keys, when it has two lines or more and follows text."""
+    keys = [_metadata_key(text, a, b) for a, b in paragraphs]
+    if not keys or keys[0] is None:
         return []
-    first_key = _metadata_key(text, *paragraphs[0])
-    if first_key is None:
-        return []
-    starts = [i for i, (a, b) in enumerate(paragraphs) if _metadata_key(text, a, b) == first_key]
+    starts = [
+        i
+        for i, key in enumerate(keys)
+        if key is not None
+        and (key == keys[0] or (keys[i - 1] is None and "\n" in text[paragraphs[i][0] : paragraphs[i][1]]))
+    ]
     if len(starts) < 2:
         return []
     ends = [*starts[1:], len(paragraphs)]

@@ -61,10 +61,11 @@ MAX_NUMBER_DIGITS = 9
 
 BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # A line that opens what follows the documents: the question, the answer slot, or the next instruction.
+# Only words a document's own lines rarely open with: `Q:`, `Input:` or `Task:` lines belong to FAQ and
+# how-to documents as often as to the prompt, and would end the context inside one.
 END_CUE = re.compile(
-    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:question|questions|query|user query|user question|q|answer|"
-    r"helpful answer|final answer|instruction|instructions|task|key|input|corresponding value|response)"
-    r"(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
+    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:question|query|user query|user question|answer|helpful answer|"
+    r"final answer|instruction)(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
 )
 
 

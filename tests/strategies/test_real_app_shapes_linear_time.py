@@ -48,6 +48,10 @@ HOSTILE_TEXTS = {
     "question-cues": megabyte("Question:\n"),
     "dspy-field-lines": megabyte("[[ ## context ## ]]\n"),
     "end-cues-after-label": megabyte("Answer\n", head="Context: x\n"),
+    # Two blank runs around an optional `#` made a marker word and 32,000 blanks cost 16 s.
+    "marker-word-then-one-long-blank-line": megabyte(" ", head="Result"),
+    "marker-words-then-long-blank-lines": megabyte("doc" + " " * 16_000 + "\n"),
+    "marker-word-then-tabs": megabyte("\t", head="Source"),
 }
 
 
@@ -80,6 +84,22 @@ def test_a_hostile_tool_result_is_scanned_in_linear_time(content: str) -> None:
     started = time.process_time()
     with contextlib.suppress(DocumentLimitError):
         parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert time.process_time() - started < BOUND_SECONDS
+
+
+@pytest.mark.parametrize("role", ["system", "user"])
+def test_thousands_of_messages_each_almost_a_candidate_are_scanned_in_linear_time(role: str) -> None:
+    # Each message's JSON object was judged against a rescan of every later message: 40,000 took 31 s.
+    messages = [{"role": role, "content": '{"a": "x", "b": "y"}'}] * 40_000 + [{"role": "user", "content": "q"}]
+    started = time.process_time()
+    parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert time.process_time() - started < BOUND_SECONDS
+
+
+def test_system_messages_of_a_marker_word_and_long_blanks_are_scanned_in_linear_time() -> None:
+    messages = [{"role": "system", "content": "Source" + " " * 500_000}] * 2 + [{"role": "user", "content": "q"}]
+    started = time.process_time()
+    parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
     assert time.process_time() - started < BOUND_SECONDS
 
 
