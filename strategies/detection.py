@@ -251,7 +251,7 @@ class _Search:
             self.limits.check_count(len(texts))
             self.limits.check_bytes(texts)
         except DocumentLimitError:
-            if fmt not in _INFERRED:
+            if fmt not in _NEED_QUESTION:  # numbered markers could be a log's lines: left alone, not refused
                 raise
             self.reasons.add("over-limit")
             return False

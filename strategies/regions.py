@@ -49,11 +49,18 @@ _CUE = re.compile(
     r"search results|excerpts|snippets|articles)|(?:documents|passages|sources|excerpts|snippets|search results)"
     r" (?:for the context|below)|context (?:is )?below)\b"
 )
-_CONTEXT_WORD = re.compile(
-    r"(?i)\b(?:context|contexts|documents?|sources?|passages?|search results|excerpts?|snippets?|retrieved)\b"
+# What announces a fenced context: LangChain's `the following pieces of context`, LlamaIndex's `Context
+# information is below` and `sources of information`. A bare word is not enough: `Source code:`, `For context,
+# I'm a student` and `Keep the context of the conversation` sit above fences too.
+_FENCE_CUE = re.compile(
+    r"(?i)\b(?:context information|sources of information|retrieved (?:context|documents|passages)|"
+    r"the following (?:pieces of |retrieved |relevant |search )*(?:context|documents|passages|sources|"
+    r"search results|excerpts|snippets)|(?:documents|passages|sources|excerpts|snippets|search results) below|"
+    r"context (?:is )?below)\b"
 )
 _CUE_WINDOW = 400
-"""Characters above a fence searched for a context word: the cue is the sentence right above it."""
+"""Characters above a fence searched for a cue: the sentence that announces the context, maybe with an
+instruction line between it and the fence."""
 # Keys are identifiers (`file_name`, `page_label`): prose such as `Club ownership structure: 75%` is text.
 _METADATA_LINE = re.compile(r"[A-Za-z_][\w.\-/]{0,40}: \S[^\n]*")
 _MAX_METADATA_LINES = 40
@@ -98,8 +105,12 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     if blocks:
         return DocumentFormat.METADATA, blocks
     numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
-    if numbered and not text[region.start : numbered[0].start].strip():
-        # The region opens with its first marker; markers further in are a document's own list.
+    if (
+        numbered
+        and not text[region.start : numbered[0].start].strip()
+        and not text[numbered[-1].end : region.end].strip()
+    ):
+        # The markers open and close the region; markers that cover less are a document's own list.
         return DocumentFormat.NUMBERED, numbered
     return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
 
@@ -139,11 +150,10 @@ def _fenced(text: str) -> Region | None:
 
 
 def _announces_context(text: str, window_start: int, fence_start: int) -> bool:
-    """Whether the lines just above a fence (back to a blank line, within the window) name a context:
-    LangChain's `Use the following pieces of context ...`, LlamaIndex's `Context information is below.`, its
-    citation engine's `Below are several numbered sources of information:`."""
-    blank = text.rfind("\n\n", window_start, fence_start)
-    return _CONTEXT_WORD.search(text, blank + 1 if blank != -1 else window_start, fence_start) is not None
+    """Whether the text just above a fence announces a context: LangChain's `Use the following pieces of
+    context ...`, LlamaIndex's `Context information is below.`, its citation engine's `Below are several
+    numbered sources of information:`."""
+    return _FENCE_CUE.search(text, window_start, fence_start) is not None
 
 
 def _labelled(text: str) -> Region | None:
@@ -191,18 +201,14 @@ def _stripped(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 def _metadata_blocks(text: str, paragraphs: list[tuple[int, int]]) -> list[DocumentSpan]:
     """Documents that each open with a paragraph of `key: value` lines after a paragraph of text (LlamaIndex
-    renders a node as its metadata, a blank line, then its text). The region must open with such a paragraph;
-    a later one opens a document when its first key is the region's first key, or, for nodes from another
-    reader with other keys, when it has two lines or more and follows text."""
+    renders a node as its metadata, a blank line, then its text). The region must open with such a paragraph,
+    and a later one opens a document when its first key is the region's first key: a `Date: ...` paragraph
+    inside a node's text is the node's. (Nodes from readers with other first keys stay with the node before
+    them: coarser, never wrong about where text belongs.)"""
     keys = [_metadata_key(text, a, b) for a, b in paragraphs]
     if not keys or keys[0] is None:
         return []
-    starts = [
-        i
-        for i, key in enumerate(keys)
-        if key is not None
-        and (key == keys[0] or (keys[i - 1] is None and "\n" in text[paragraphs[i][0] : paragraphs[i][1]]))
-    ]
+    starts = [i for i, key in enumerate(keys) if key == keys[0]]
     if len(starts) < 2:
         return []
     ends = [*starts[1:], len(paragraphs)]

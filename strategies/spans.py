@@ -65,7 +65,7 @@ BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # how-to documents as often as to the prompt, and would end the context inside one.
 END_CUE = re.compile(
     r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:question|query|user query|user question|answer|helpful answer|"
-    r"final answer|instruction)(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
+    r"final answer|instructions?)(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
 )
 
 

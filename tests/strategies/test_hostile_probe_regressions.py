@@ -105,19 +105,18 @@ def test_a_rule_inside_a_llamaindex_node_does_not_close_the_region() -> None:
     assert [d.raw for d in request.documents] == nodes
 
 
-def test_llamaindex_nodes_with_other_keys_and_long_metadata_are_documents_of_their_own() -> None:
+def test_llamaindex_nodes_with_long_metadata_are_documents_and_dated_paragraphs_stay_in_theirs() -> None:
     many = "\n".join(f"key_{i}: v{i}" for i in range(15))
     nodes = [
-        "file_path: a.md\npage: 1\n\nAlpha text.",
-        "file_name: b.txt\npage: 2\n\nBeta text.",
+        "file_path: a.md\npage: 1\n\nAlpha text.\n\nDate: 2024-01-01\nAuthor: Bob\n\nMore alpha.",
+        "file_path: b.txt\npage: 2\n\nBeta text.",
         f"file_path: c.md\n{many}\n\nGamma.",
     ]
-    content = (
-        "Context information is below.\n---------------------\n"
-        + "\n\n".join(nodes)
-        + "\n---------------------\nQuery: q?\nAnswer: "
-    )
+    content = FENCED_HEAD + "\n\n".join(nodes) + "\n---------------------\nQuery: q?\nAnswer: "
     assert [d.raw for d in parse_request(user(content)).documents] == nodes
+
+
+FENCED_HEAD = "Context information is below.\n---------------------\n"
 
 
 def test_citation_lines_inside_a_document_do_not_split_the_region() -> None:
@@ -161,4 +160,39 @@ def test_tool_results_whose_ids_do_not_tell_them_apart_are_left_alone(ids: list[
         "model": "m",
         "messages": [{"role": "user", "content": "q?"}, {"role": "assistant", "tool_calls": calls}, *results],
     }
+    assert untouched(body)
+
+
+def test_an_instructions_paragraph_after_the_context_is_not_a_document() -> None:
+    request = parse_request(user("Context:\nAlpha.\n\nBeta.\n\nInstructions:\nBe brief.\n\nQuestion: What is alpha?"))
+    assert [d.text for d in request.documents] == ["Alpha.", "Beta."]
+
+
+def test_a_context_sentence_two_lines_above_the_fence_announces_it() -> None:
+    prompt = (
+        "Use the following pieces of context to answer the question.\n\nBe concise.\n----------------\nAlpha.\n\nBeta."
+    )
+    request = parse_request(user("What is alpha?", system(prompt)))
+    assert [d.text for d in request.documents] == ["Alpha.", "Beta."]
+
+
+@pytest.mark.parametrize(
+    "above",
+    ["Source code:", "For context, I'm a student.", "See the document below.", "My sources say this:"],
+)
+def test_a_context_word_above_a_fence_is_not_a_cue(above: str) -> None:
+    assert untouched(user(f"{above}\n-----\nimport os\n\nprint(1)\n-----\nWhy does this fail?"))
+    rules = system(f"You are a bot. {above}\n-----\nBe polite.\n\nBe brief.\n-----")
+    assert untouched(user("hi", rules))
+
+
+def test_a_list_that_opens_the_first_document_does_not_split_the_region() -> None:
+    docs = ["[1] Smith found X.\n[2] Jones found Y.", "Another doc.", "Third doc."]
+    prompt = "Use the following pieces of retrieved context to answer.\n\n" + "\n\n".join(docs) + "\n\nQuestion: Who?"
+    assert [d.text for d in parse_request(user(prompt)).documents] == docs
+
+
+def test_a_long_numbered_log_with_a_later_question_is_left_alone_not_refused() -> None:
+    log = "".join(f"[{i}] GET /health 200\n" for i in range(1, 2003))
+    body = user("What went wrong?", {"role": "user", "content": log}, {"role": "assistant", "content": "ok"})
     assert untouched(body)
