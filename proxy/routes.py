@@ -19,7 +19,6 @@ from proxy.admission import LEASE_KEY, at_request_end
 from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import (
-    InvalidStrategy,
     NotReady,
     PayloadTooLarge,
     ProxyError,
@@ -37,12 +36,10 @@ from proxy.stream_usage import StreamUsage
 from proxy.upstream import Verbatim, transport_error
 from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
-    SHAPES,
     ChatRequest,
     Completion,
     CompletionStream,
     DocumentLimitError,
-    DocumentLimits,
     Pipeline,
     PipelineResult,
     UpstreamFailure,
@@ -147,10 +144,11 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
 
     Detection runs only for pipelines that have steps: `none` never reads, let alone changes, a prompt.
     """
-    limits = DocumentLimits(state.settings.max_documents, state.settings.max_document_bytes)
     try:
         return await _off_loop(
-            lambda: parse_request(body, limits=limits, declared=state.declared_formats, shape=pipeline.shape)
+            lambda: parse_request(
+                body, limits=state.document_limits, declared=state.declared_formats, shape=pipeline.shape
+            )
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
@@ -310,13 +308,10 @@ async def detect(request: Request[Any, Any, Any]) -> Response[bytes]:
     body = await _reading(parse_json_object, raw)
     check_chat_body(body)
     shape = request.query_params.get("format")
-    if shape is not None and shape not in SHAPES and shape not in state.declared_names:
-        known = ", ".join([*SHAPES, *state.declared_names])
-        raise InvalidStrategy(f"unknown format {shape!r}; known formats: {known}", param="format")
-    limits = DocumentLimits(state.settings.max_documents, state.settings.max_document_bytes)
+    state.check_shape(shape, "format")
     try:
         found = await _off_loop(
-            lambda: explain_detection(body, limits=limits, declared=state.declared_formats, shape=shape)
+            lambda: explain_detection(body, limits=state.document_limits, declared=state.declared_formats, shape=shape)
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None

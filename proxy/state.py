@@ -18,6 +18,7 @@ from proxy.upstream import UpstreamClient
 from strategies import (
     SHAPES,
     DeclaredFormat,
+    DocumentLimits,
     Pipeline,
     Services,
     StrategyRegistry,
@@ -47,6 +48,13 @@ class ProxyState:
     drain_deadline: float | None = None
     """Monotonic time after which open streams end with an error event rather than be cut off."""
     _drained: asyncio.Future[None] | None = None
+    declared_formats: tuple[DeclaredFormat, ...] = field(init=False)
+    """The operator's declared prompt templates, built once from the settings."""
+    document_limits: DocumentLimits = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.declared_formats = tuple(f.declared() for f in self.settings.document_formats)
+        self.document_limits = DocumentLimits(self.settings.max_documents, self.settings.max_document_bytes)
 
     def begin_shutdown(self, grace: float) -> None:
         """Refuse new work from now on; streams still open at the end of `grace` get an error event, and
@@ -75,14 +83,13 @@ class ProxyState:
         delay = max(0.0, self.drain_deadline - time.monotonic())
         loop.call_soon_threadsafe(loop.call_later, delay, _finish, drained)
 
-    @property
-    def declared_formats(self) -> tuple[DeclaredFormat, ...]:
-        """The operator's declared prompt templates."""
-        return tuple(f.declared() for f in self.settings.document_formats)
-
-    @property
-    def declared_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.settings.document_formats)
+    def check_shape(self, shape: str | None, param: str) -> None:
+        """Raises InvalidStrategy when `shape` names neither a built-in shape nor a declared format."""
+        names = [f.name for f in self.declared_formats]
+        if shape is not None and shape not in SHAPES and shape not in names:
+            raise InvalidStrategy(
+                f"unknown format {shape!r}; known formats: {', '.join([*SHAPES, *names])}", param=param
+            )
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -98,10 +105,7 @@ class ProxyState:
             pipeline = self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
         except StrategySelectionError as error:
             raise InvalidStrategy(str(error), param=param) from None
-        shape = pipeline.shape
-        if shape is not None and shape not in SHAPES and shape not in self.declared_names:
-            known = ", ".join([*SHAPES, *self.declared_names])
-            raise InvalidStrategy(f"unknown format {shape!r}; known formats: {known}", param=param)
+        self.check_shape(pipeline.shape, param)
         calls = pipeline.max_upstream_calls()
         # Retries are drawn from one budget per request (retry_budget), each call retried at most max_retries.
         worst = calls + min(self.settings.retry_budget, calls * self.settings.max_retries)

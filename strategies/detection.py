@@ -27,8 +27,8 @@ from strategies.limits import DocumentLimitError, DocumentLimits
 from strategies.message_documents import scan_json_list, system_document_run, tool_result_run
 from strategies.numbered import AmbiguousNumbering, scan_numbered
 from strategies.question import find_question
-from strategies.regions import find_region, split_region
-from strategies.request import ChatRequest, Document, DocumentBlock
+from strategies.regions import RegionTooLarge, find_region, split_region
+from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
 from strategies.spans import DocumentFormat, DocumentSpan
 
 _SEARCHED_ROLES = ("user", "system", "developer", "tool")
@@ -101,7 +101,7 @@ def parse_request(
     found = search.in_texts() or search.in_message_runs()
     if found is not None:
         return found
-    return ChatRequest(body=body, question=_last_user_text(messages), detection=reasons.text())
+    return ChatRequest(body=body, question=last_user_text(messages), detection=reasons.text())
 
 
 class _Search:
@@ -162,7 +162,6 @@ class _Search:
                 tail="",
                 numbering_base=None,
                 message_indices=run,
-                takes_text=False,
                 calling_message=run[0] - 1 if role == "tool" else None,
             )
             documents = tuple(
@@ -294,6 +293,9 @@ class _Search:
         except AmbiguousNumbering:
             self.reasons.add("ambiguous")
             return
+        except RegionTooLarge:
+            self.reasons.add("over-limit")
+            return
         if self._allows(fmt) and spans:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
 
@@ -353,7 +355,6 @@ def _block_from_spans(
         separators=tuple(text[a.end : b.start] for a, b in itertools.pairwise(spans)),
         tail=text[spans[-1].end :],
         numbering_base=base,
-        takes_text=fmt is not DocumentFormat.JSON_LIST,
     )
     documents = tuple(
         Document(text=s.text, title=s.title, raw=text[s.start : s.end], number_span=s.number_span) for s in spans
@@ -378,18 +379,3 @@ def _search_order(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
     """Index of the chat's last user turn, -1 without one."""
     return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
-
-
-def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    last = _last_user_index(messages)
-    return text_of(messages[last]).strip() if last >= 0 else ""
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    """The text of a message: its string content, or its text parts joined by line breaks."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""

@@ -12,7 +12,7 @@ from typing import Any
 from strategies.formats import render_litm_line
 from strategies.limits import DocumentLimits
 from strategies.question import find_question
-from strategies.request import ChatRequest, Document, DocumentBlock
+from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
 from strategies.spans import DocumentFormat
 
 DOCUMENTS_FIELD = "documents"
@@ -27,13 +27,13 @@ def from_documents_field(body: Mapping[str, Any], limits: DocumentLimits | None)
     value = body[DOCUMENTS_FIELD]
     messages = body["messages"]
     if not isinstance(value, list) or not value:
-        return ChatRequest(body=body, question=_last_user(messages), detection="none: unrecognised-documents-field")
+        return ChatRequest(body=body, question=last_user_text(messages), detection="none: unrecognised-documents-field")
     if limits is not None:
         limits.check_count(len(value))  # before a single object is built for them
         limits.check_bytes(_field_texts(value))
     read = [_read_item(item) for item in value]
     if any(r is None for r in read):
-        return ChatRequest(body=body, question=_last_user(messages), detection="none: unrecognised-documents-field")
+        return ChatRequest(body=body, question=last_user_text(messages), detection="none: unrecognised-documents-field")
     documents = []
     for position, item in enumerate(read, start=1):
         assert item is not None
@@ -46,7 +46,7 @@ def from_documents_field(body: Mapping[str, Any], limits: DocumentLimits | None)
     users = [i for i, m in enumerate(edited) if m.get("role") == "user"]
     if users:
         index = users[-1]
-        question_text = _text_of(edited[index])
+        question_text = text_of(edited[index])
     else:
         edited.append({"role": "user", "content": ""})
         index, question_text = len(edited) - 1, ""
@@ -90,17 +90,3 @@ def _field_texts(items: list[Any]) -> Iterator[str]:
             yield item
         elif isinstance(item, Mapping):
             yield from (v for v in item.values() if isinstance(v, str))
-
-
-def _text_of(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
-
-
-def _last_user(messages: Any) -> str:
-    users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-    return _text_of(users[-1]).strip() if users else ""

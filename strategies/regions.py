@@ -44,19 +44,18 @@ _LABEL = re.compile(
 )
 # A sentence that announces the context: LangChain's `the following pieces of retrieved context`, LlamaIndex's
 # `Here are the relevant documents for the context:`, `The documents below ...`.
-_CUE = re.compile(
-    r"(?i)\b(?:the following (?:pieces of |retrieved |relevant |search )*(?:context|documents|passages|sources|"
-    r"search results|excerpts|snippets|articles)|(?:documents|passages|sources|excerpts|snippets|search results)"
-    r" (?:for the context|below)|context (?:is )?below)\b"
+_PLURALS = "documents|passages|sources|excerpts|snippets|search results"
+_FOLLOWING = (
+    r"the following (?:pieces of |retrieved |relevant |search )*(?:context|documents|passages|sources|"
+    r"search results|excerpts|snippets"
 )
+_CUE = re.compile(rf"(?i)\b(?:{_FOLLOWING}|articles)|(?:{_PLURALS}) (?:for the context|below)|context (?:is )?below)\b")
 # What announces a fenced context: LangChain's `the following pieces of context`, LlamaIndex's `Context
 # information is below` and `sources of information`. A bare word is not enough: `Source code:`, `For context,
 # I'm a student` and `Keep the context of the conversation` sit above fences too.
 _FENCE_CUE = re.compile(
-    r"(?i)\b(?:context information|sources of information|retrieved (?:context|documents|passages)|"
-    r"the following (?:pieces of |retrieved |relevant |search )*(?:context|documents|passages|sources|"
-    r"search results|excerpts|snippets)|(?:documents|passages|sources|excerpts|snippets|search results) below|"
-    r"context (?:is )?below)\b"
+    rf"(?i)\b(?:context information|sources of information|retrieved (?:context|documents|passages)|"
+    rf"{_FOLLOWING})|(?:{_PLURALS}) below|context (?:is )?below)\b"
 )
 _CUE_WINDOW = 400
 """Characters above a fence searched for a cue: the sentence that announces the context, maybe with an
@@ -64,6 +63,10 @@ instruction line between it and the fence."""
 # Keys are identifiers (`file_name`, `page_label`): prose such as `Club ownership structure: 75%` is text.
 _METADATA_LINE = re.compile(r"[A-Za-z_][\w.\-/]{0,40}: \S[^\n]*")
 _MAX_METADATA_LINES = 40
+
+
+class RegionTooLarge(ValueError):
+    """A region of more pieces than any request may carry documents: no evidence of documents."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,11 @@ def find_region(text: str) -> Region | None:
 
 
 def split_region(text: str, region: Region, most: int | None = None) -> tuple[DocumentFormat, list[DocumentSpan]]:
-    """The documents of a region and how they were told apart; at most `most` of them are built, and a region
-    holding more paragraphs than four times that is reported as that many paragraphs, unsplit.
+    """The documents of a region and how they were told apart; at most `most` of them are built.
 
     Raises:
         AmbiguousNumbering: numbered markers in the region that are not one list.
+        RegionTooLarge: more paragraphs than four times `most`: too many pieces to be documents.
     """
     items = scan_json_list(text[region.start : region.end])
     if items:
@@ -97,8 +100,7 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     cap = None if most is None else 4 * most
     paragraphs = list(itertools.islice(_paragraphs(text, region.start, region.end), cap))
     if cap is not None and len(paragraphs) >= cap:
-        # Too many pieces to be documents: reported as `most` of them, which the caller turns down.
-        return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text="") for a, b in paragraphs[:most]]
+        raise RegionTooLarge(f"more than {cap} paragraphs")
     # Before numbered markers: LlamaIndex's citation engine writes each node's metadata lines above its
     # `Source N:` marker, and a split at the markers would give every title to the document before it.
     blocks = _metadata_blocks(text, paragraphs)

@@ -72,11 +72,13 @@ class DocumentBlock:
     """1 (or 0) when documents carry their position as a number (`Document [1]` ...), else None."""
     message_indices: tuple[int, ...] = ()
     """For documents that are whole messages (`MESSAGES`): the consecutive messages they occupy."""
-    takes_text: bool = True
-    """Whether text may be added around the documents (a JSON list or a run of messages takes none)."""
-
     calling_message: int | None = None
     """For tool results: the assistant message that called the tools."""
+
+    @property
+    def takes_text(self) -> bool:
+        """Whether text may be added around the documents (a JSON list or a run of messages takes none)."""
+        return self.format not in (DocumentFormat.JSON_LIST, DocumentFormat.MESSAGES)
 
     @property
     def context_start(self) -> int:
@@ -209,6 +211,22 @@ class ChatRequest:
             dropped = [messages[i] for i in slots if messages[i].get("tool_call_id") not in by_call]
             rendered.extend({**m, "content": ""} for m in dropped)
         return messages[: slots[0]] + rendered + messages[slots[-1] + 1 :]
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The text of a message: its string content, or its text parts joined by line breaks."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the chat's last user turn, stripped; "" without one."""
+    last = next((m for m in reversed(messages) if isinstance(m, Mapping) and m.get("role") == "user"), None)
+    return text_of(last).strip() if last is not None else ""
 
 
 def _separator(separators: tuple[str, ...], index: int) -> str:

@@ -41,6 +41,13 @@ def tool_results(body: dict[str, Any]) -> dict[str, str]:
     return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
 
 
+def per_document_system_body() -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """Instructions, one system message per document, then the question."""
+    systems = [{"role": "system", "content": f"Document: {r}"} for r in RESULTS]
+    question = {"role": "user", "content": "Capital of Germany?"}
+    return systems, {"model": "m", "messages": [{"role": "system", "content": "Be brief."}, *systems, question]}
+
+
 def every_call_answered_once(body: dict[str, Any]) -> bool:
     calls = [c["id"] for m in body["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
     answered = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
@@ -104,15 +111,7 @@ async def test_a_json_list_stays_json_through_reorder_and_recite() -> None:
 
 
 async def test_per_document_system_messages_are_reordered_as_messages() -> None:
-    systems = [{"role": "system", "content": f"Document: {r}"} for r in RESULTS]
-    body = {
-        "model": "m",
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            *systems,
-            {"role": "user", "content": "Capital of Germany?"},
-        ],
-    }
+    systems, body = per_document_system_body()
     upstream, _ = await run("reorder; order=descending", body)
     sent = upstream.bodies[0]["messages"]
     assert sent[0] == body["messages"][0]
@@ -121,15 +120,7 @@ async def test_per_document_system_messages_are_reordered_as_messages() -> None:
 
 
 async def test_recite_over_per_document_system_messages_keeps_the_instructions() -> None:
-    systems = [{"role": "system", "content": f"Document: {r}"} for r in RESULTS]
-    body = {
-        "model": "m",
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            *systems,
-            {"role": "user", "content": "Capital of Germany?"},
-        ],
-    }
+    _, body = per_document_system_body()
     upstream, _ = await run("recite", body, "Berlin is the capital of Germany.", "Berlin.")
     recitation = upstream.bodies[0]["messages"]
     assert recitation[0] == {"role": "system", "content": "Be brief."}
