@@ -309,13 +309,16 @@ async def detect(request: Request[Any, Any, Any]) -> Response[bytes]:
     check_chat_body(body)
     shape = request.query_params.get("format")
     state.check_shape(shape, "format")
+
+    def explained() -> bytes:
+        found = explain_detection(body, limits=state.document_limits, declared=state.declared_formats, shape=shape)
+        return json_text.dumps(found).encode()  # as large as the documents: serialised off the loop too
+
     try:
-        found = await _off_loop(
-            lambda: explain_detection(body, limits=state.document_limits, declared=state.declared_formats, shape=shape)
-        )
+        content = await _off_loop(explained)
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
-    return Response(json_text.dumps(found).encode(), media_type="application/json")
+    return Response(content, media_type="application/json")
 
 
 @get("/v1/models")

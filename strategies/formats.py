@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count
+from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count, skip_json_space
 from strategies.spans import position as number_of
 
 _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^\n]*?)\))? (?P<text>[^\n]*)$")
@@ -43,7 +43,6 @@ decoder, which recurses once per level, far from the interpreter's recursion lim
 # input makes the engine backtrack; what it leaves of a text is the brackets outside its strings.
 _JSON_NOT_BRACKET = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[^\[\]{}"]++', re.DOTALL)
 _JSON_FIRST_WINDOW = 4096
-_JSON_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def scan_litm(text: str) -> Iterator[DocumentSpan]:
@@ -211,20 +210,15 @@ def _brackets_from(text: str, start: int) -> tuple[bool, int]:
 
 
 def _json_records(text: str, start: int, end: int, decoder: json.JSONDecoder) -> Iterator[DocumentSpan]:
-    position = _skip_space(text, start + 1)
+    position = skip_json_space(text, start + 1)
     while position < end and text[position] != "}":
         key, after_key = decoder.raw_decode(text, position)
-        colon = _skip_space(text, after_key)
-        value, after_value = decoder.raw_decode(text, _skip_space(text, colon + 1))
+        colon = skip_json_space(text, after_key)
+        value, after_value = decoder.raw_decode(text, skip_json_space(text, colon + 1))
         yield DocumentSpan(start=position, end=after_value, text=f"{key}: {value}", title=key)
-        position = _skip_space(text, after_value)
+        position = skip_json_space(text, after_value)
         if text[position] == ",":
-            position = _skip_space(text, position + 1)
-
-
-def _skip_space(text: str, position: int) -> int:
-    end = _JSON_SPACE.match(text, position)
-    return end.end() if end else position
+            position = skip_json_space(text, position + 1)
 
 
 SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from strategies.numbered import WORDS
-from strategies.spans import DocumentSpan
+from strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""
@@ -28,7 +28,6 @@ TITLE_FIELDS = ("title", "name", "source", "url")
 # (`Rules:`, `Title: Safety`) are instructions, not documents. The number's blanks are inside its optional
 # group, so no two blank runs can take the same blanks.
 _OPENING = re.compile(rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS})(?:[ \t]*\[?\d{{1,9}}\]?)?[ \t]*:")
-_JSON_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def tool_result_run(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
@@ -98,8 +97,7 @@ def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpa
     """The items of a JSON list that is the whole of `text` (whitespace aside), when it has two or more items
     and every one is an object with a text field, or (unless `objects_only`: a tool's list of plain strings
     may be ordered steps) a non-empty string; else []."""
-    start = _JSON_SPACE.match(text, 0)
-    position = start.end() if start else 0
+    position = skip_json_space(text, 0)
     if not text.startswith("[", position):
         return []
     decoder = json.JSONDecoder()
@@ -113,13 +111,13 @@ def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpa
     if not all(texts) or (objects_only and not all(isinstance(item, Mapping) for item in value)):
         return []
     spans = []
-    at = _skip_space(text, position + 1)
+    at = skip_json_space(text, position + 1)
     for item, item_text in zip(value, texts, strict=True):
         _, after = decoder.raw_decode(text, at)
         spans.append(DocumentSpan(start=at, end=after, text=item_text, title=_item_title(item)))
-        at = _skip_space(text, after)
+        at = skip_json_space(text, after)
         if text.startswith(",", at):
-            at = _skip_space(text, at + 1)
+            at = skip_json_space(text, at + 1)
     return spans
 
 
@@ -140,8 +138,3 @@ def _item_title(item: Any) -> str | None:
             if isinstance(item.get(name), str):
                 return str(item[name])
     return None
-
-
-def _skip_space(text: str, position: int) -> int:
-    end = _JSON_SPACE.match(text, position)
-    return end.end() if end else position

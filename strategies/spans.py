@@ -69,6 +69,15 @@ END_CUE = re.compile(
 )
 
 
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def skip_json_space(text: str, at: int) -> int:
+    """The offset of the first character at or after `at` that is not JSON whitespace."""
+    end = _JSON_SPACE.match(text, at)
+    return end.end() if end else at
+
+
 def position(digits: str) -> int | None:
     """The number a run of digits writes, None past `MAX_NUMBER_DIGITS`."""
     return int(digits) if len(digits) <= MAX_NUMBER_DIGITS else None
