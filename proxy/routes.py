@@ -19,6 +19,7 @@ from proxy.admission import LEASE_KEY, at_request_end
 from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import (
+    InvalidRequest,
     NotReady,
     PayloadTooLarge,
     ProxyError,
@@ -77,6 +78,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.documents = len(chat.documents)
     record.document_format = chat.detection
     record.strategy = pipeline.label
+    _check_choices(pipeline, chat)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
     upstream = state.upstream.for_request(
@@ -152,6 +154,20 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
+
+
+def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
+    """Refuse `n` > 1 for an executor that makes one answer, rather than answer with fewer choices than asked.
+
+    Only when the executor will run: without documents the request goes upstream once, `n` and all.
+    """
+    executor = pipeline.executor
+    n = chat.body.get("n")
+    if executor is None or executor.strategy.answers_n or not chat.documents:
+        return
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        name = executor.strategy.name
+        raise InvalidRequest(f"'n' must be 1 with the {name} strategy, which makes one answer; got n={n}", param="n")
 
 
 async def _embedder_ready(state: ProxyState) -> None:

@@ -1,14 +1,14 @@
 """Helpers shared by the executors that call the upstream more than once: intermediate request bodies,
-answer text, usage sums, and checking that a recited or retrieved text really occurs in a document."""
+answer text and usage sums. Where a recited or retrieved line came from is `strategies.copied_text`."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from strategies.request import ChatRequest, Document
+from strategies.request import ChatRequest
 from strategies.upstream import Completion, CompletionStream
 
 if TYPE_CHECKING:
@@ -18,10 +18,7 @@ if TYPE_CHECKING:
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",
                          "top_logprobs", "max_completion_tokens", "parallel_tool_calls")  # fmt: skip
 _SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"\S+")
 _EDGE_PUNCTUATION = " \t\n\"'`*-•\u201c\u201d\u2018\u2019"
-MIN_LOCATED_CHARS = 8
-"""A shorter snippet occurs by chance in too many documents to count as evidence."""
 
 
 def intermediate_body(request: ChatRequest, prompt: str, max_tokens: int) -> dict[str, Any]:
@@ -65,83 +62,6 @@ def with_usage(completion: Completion, prior: Mapping[str, int]) -> Completion:
 
 def normalize(text: str) -> str:
     return _SPACE.sub(" ", text).strip(_EDGE_PUNCTUATION).casefold()
-
-
-def locate(snippet: str, documents: Iterable[Document]) -> int | None:
-    """Index of the first document that contains `snippet` (whitespace and case aside), else None."""
-    return locate_normalized(snippet, (normalize(d.text) for d in documents))
-
-
-def locate_normalized(snippet: str, texts: Iterable[str]) -> int | None:
-    """`locate` in texts already passed through `normalize`: a caller looking up every line of an answer
-    normalizes the documents once, not once per line."""
-    needle = normalize(snippet)
-    if len(needle) < MIN_LOCATED_CHARS:
-        return None
-    for index, text in enumerate(texts):
-        if needle in text:
-            return index
-    return None
-
-
-def remove_snippet(document: Document, snippet: str) -> Document:
-    """The document with `snippet` cut out of its text (matched across whitespace and case differences).
-
-    The snippet's words must appear in order separated by whitespace: the first as the end of a word of the
-    text, the middle ones as whole words, the last as the start of one (a single word anywhere). Linear in
-    the text: the middle words are found with a Knuth-Morris-Pratt pass over the text's words, where a
-    pattern of the words joined by `\\s+` would retry every word at every position.
-    """
-    needle = [w for w in normalize(snippet).split(" ") if w]
-    if not needle:
-        return document
-    span = _snippet_span(document.text, needle)
-    text = document.text if span is None else document.text[: span[0]] + " " + document.text[span[1] :]
-    return document.derived(_SPACE.sub(" ", text).strip())
-
-
-def _snippet_span(text: str, needle: list[str]) -> tuple[int, int] | None:
-    """Start and end of the leftmost occurrence of `needle` in `text`, as `remove_snippet` matches it."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a case mapping that changes lengths: offsets would not line up
-        lowered = text
-    if len(needle) == 1:
-        start = lowered.find(needle[0])
-        return None if start < 0 else (start, start + len(needle[0]))
-    words = [(m.start(), m.end()) for m in _WORD.finditer(lowered)]
-    tokens = [lowered[a:b] for a, b in words]
-    first, middle, last = needle[0], needle[1:-1], needle[-1]
-    for at in _occurrences(tokens, middle, start=1):
-        head, end_index = at - 1, at + len(middle)
-        if end_index >= len(tokens):
-            break
-        if tokens[head].endswith(first) and tokens[end_index].startswith(last):
-            return words[head][1] - len(first), words[end_index][0] + len(last)
-    return None
-
-
-def _occurrences(tokens: list[str], pattern: list[str], start: int) -> Iterator[int]:
-    """Indexes at or after `start` where `pattern` occurs in `tokens`, in order (Knuth-Morris-Pratt)."""
-    if not pattern:
-        yield from range(start, len(tokens))
-        return
-    fallback = [0] * len(pattern)
-    matched = 0
-    for index in range(1, len(pattern)):
-        while matched and pattern[index] != pattern[matched]:
-            matched = fallback[matched - 1]
-        if pattern[index] == pattern[matched]:
-            matched += 1
-        fallback[index] = matched
-    matched = 0
-    for index in range(start, len(tokens)):
-        while matched and tokens[index] != pattern[matched]:
-            matched = fallback[matched - 1]
-        if tokens[index] == pattern[matched]:
-            matched += 1
-        if matched == len(pattern):
-            yield index - len(pattern) + 1
-            matched = fallback[matched - 1]
 
 
 class PriorUsageStream:

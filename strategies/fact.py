@@ -9,14 +9,8 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.evidence import (
-    answer_text,
-    intermediate_body,
-    locate_normalized,
-    normalize,
-    remove_snippet,
-    with_prior_usage,
-)
+from strategies.copied_text import CopiedTextIndex
+from strategies.evidence import answer_text, intermediate_body, with_prior_usage
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import FACT_RETRIEVAL_PROMPT
 from strategies.registry import Executor, Param, Params
@@ -38,6 +32,7 @@ class Fact(Executor):
     """Up to `rounds` retrieval calls, each on the context minus the facts already found, then one answer."""
 
     name: ClassVar[str] = "fact"
+    answers_n: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         Param("rounds", int, 3, "most retrieval rounds", minimum=1, maximum=8),
         Param("max_tokens", int, 512, "token limit of each retrieval call", minimum=16, maximum=4096),
@@ -64,23 +59,26 @@ class Fact(Executor):
                 break
         context.note(f"retrievals={len(calls)}; facts={len(facts)}")
         if not facts:
-            context.fall_back("no-facts")
+            context.fall_back(f"no-facts; best-containment={remaining.best_containment:.2f}" if calls else "no-facts")
             return with_prior_usage(await send_once(request, context.upstream), calls)
         return with_prior_usage(await send_once(request.with_documents(facts), context.upstream), calls)
 
 
 class _Remaining:
-    """The documents minus the facts found so far, with their normalized texts kept in step, so that each
-    sentence is looked up without normalizing every document again."""
+    """The documents minus the facts found so far. A retrieved sentence is located with `CopiedTextIndex` and
+    stands for the sentences of the document's own text it covers; those leave the context for the next
+    round."""
 
     def __init__(self, documents: list[Document]) -> None:
         self.documents = documents
-        self._normalized: list[str] | None = None
-        self._seen: set[str] = set()
+        self._index: CopiedTextIndex | None = None
+        self.best_containment = 0.0
 
     def retrieval_body(self, request: ChatRequest, max_tokens: int) -> dict[str, Any] | None:
         """The next retrieval call's body; None when no document has text left."""
-        shown = [d for d in self.documents if d.text.strip()]
+        if self._index is None:
+            self._index = CopiedTextIndex(request, self.documents)
+        shown = [d for d in self._index.remaining() if d.text.strip()]
         if not shown:
             return None
         documents = request.with_documents(shown).documents_text()
@@ -88,16 +86,15 @@ class _Remaining:
         return intermediate_body(request, prompt, max_tokens)
 
     def take_facts(self, answer: str) -> list[Document]:
-        """The new facts in a retrieval answer, each cut out of the document it was found in."""
-        if self._normalized is None:
-            self._normalized = [normalize(d.text) for d in self.documents]
+        """The new facts in a retrieval answer, each the document's own sentences, in the answer's order."""
+        assert self._index is not None, "retrieval_body builds the index first"
         found = []
         for sentence in retrieved_sentences(answer):
-            index = locate_normalized(sentence, self._normalized)
-            if index is None or normalize(sentence) in self._seen:
-                continue  # invented, or already found: not a new fact
-            self._seen.add(normalize(sentence))
-            found.append(self.documents[index].derived(sentence))
-            self.documents[index] = remove_snippet(self.documents[index], sentence)
-            self._normalized[index] = normalize(self.documents[index].text)
+            located = self._index.locate(sentence)
+            if located is None:
+                self.best_containment = max(self.best_containment, self._index.best_containment(sentence))
+                continue  # invented: not a fact
+            new = self._index.take(located.document, located.sentences)
+            if new:
+                found.append(self.documents[located.document].derived(self._index.sentence_text(located.document, new)))
         return found

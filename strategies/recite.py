@@ -5,17 +5,13 @@ the documents, turning a long-context task into a short one."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import anyio
 
-from strategies.evidence import (
-    answer_text,
-    intermediate_body,
-    locate_normalized,
-    normalize,
-    with_prior_usage,
-)
+from strategies.copied_text import CopiedTextIndex, content_words
+from strategies.evidence import answer_text, intermediate_body, normalize, with_prior_usage
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import RECITE_PROMPT
 from strategies.registry import Executor, Param, Params
@@ -24,45 +20,78 @@ from strategies.request import ChatRequest, Document
 # Matched against stripped lines. No two `\s*` can take the same spaces (which made a long run of them cost its
 # square), and a document number has at most 9 digits (`int` refuses one past 4,300).
 _NUMBERED_LINE = re.compile(
-    r"^(?:[-*•]\s*)?(?:(?:document|doc)\s*)?\[?(?P<number>\d{1,9})\]?\s*[:.)\-]\s*(?P<text>.*)$", re.IGNORECASE
+    r"^(?:[-*•#>]+\s*)?(?:\*\*)?(?:(?:document|doc|passage|source)\s*)?\[?#?(?P<number>\d{1,9})\]?"
+    r"(?:\*\*)?\s*[:.)\-]?\s*(?P<text>.*)$",
+    re.IGNORECASE,
 )
 
 
-def recited_evidence(recitation: str, request: ChatRequest) -> list[Document]:
-    """The documents' evidence the recitation really copied, in the documents' order.
+@dataclass(frozen=True, slots=True)
+class Recitation:
+    """What a recitation gave: the evidence found, or why there is none."""
 
-    A line naming a document (`Document [3]: ...`) counts when its text occurs in that document, or in
-    another one; an unnumbered line counts when it occurs in some document. A numbered line with no text
-    stands for the whole document. Text that occurs nowhere is dropped: it was not recited but invented.
+    evidence: list[Document]
+    lines: int
+    """Non-empty lines of the recitation other than `NONE`."""
+    best_containment: float
+    """The highest share of a line's content words found in one document: how close the best miss came."""
+
+    @property
+    def failure(self) -> str | None:
+        """Why the recitation is unusable (`empty-recitation`, `unmatched-recitation`), or None."""
+        if self.evidence:
+            return None
+        if not self.lines:
+            return "empty-recitation"
+        return f"unmatched-recitation; lines={self.lines}; best-containment={self.best_containment:.2f}"
+
+
+def recited_evidence(recitation: str, request: ChatRequest) -> Recitation:
+    """The documents' evidence the recitation copied, in the documents' order, each as the document's own text.
+
+    Each line is located with `CopiedTextIndex`: the line's claimed document (`Document [3]: ...`, in whatever
+    rendering) when it holds the line, else the document that holds most of it. A located line stands for the
+    sentences of the document it covers; a line naming a document with no text of its own, for the whole
+    document. A line found in no document was invented, and is dropped.
     """
-    documents = request.documents
-    normalized = [normalize(d.text) for d in documents]
-    base = request.block.numbering_base if request.block and request.block.numbering_base is not None else 1
-    pieces: dict[int, list[str]] = {}
+    index = CopiedTextIndex(request)
+    documents = index.documents
+    whole: set[int] = set()
+    sentences: dict[int, set[int]] = {}
+    lines = 0
+    best = 0.0
     for raw_line in recitation.splitlines():
         line = raw_line.strip()
         if not line or normalize(line) == "none":
             continue
+        lines += 1
         match = _NUMBERED_LINE.match(line)
-        text = match.group("text").strip() if match else line
-        claimed = int(match.group("number")) - base if match else -1
+        claimed = int(match.group("number")) - index.numbering_base if match else -1
         names_a_document = 0 <= claimed < len(documents)
-        if names_a_document and not normalize(text):
-            pieces.setdefault(claimed, []).append(documents[claimed].text)
+        if names_a_document and match is not None and not content_words(match.group("text")):
+            whole.add(claimed)
             continue
-        if names_a_document and locate_normalized(text, [normalized[claimed]]) is not None:
-            index: int | None = claimed
+        located = index.locate(line, claimed if names_a_document else None)
+        if located is None:
+            best = max(best, index.best_containment(line))
+        elif not located.sentences:
+            whole.add(located.document)
         else:
-            index = locate_normalized(text, normalized)
-        if index is not None:
-            pieces.setdefault(index, []).append(text.strip(" \"'“”"))
-    return [documents[i].derived(" ".join(dict.fromkeys(pieces[i]))) for i in sorted(pieces)]
+            sentences.setdefault(located.document, set()).update(located.sentences)
+    evidence = []
+    for position in sorted(whole | set(sentences)):
+        if position in whole:
+            evidence.append(documents[position].derived(documents[position].text))
+        else:
+            evidence.append(documents[position].derived(index.sentence_text(position, sorted(sentences[position]))))
+    return Recitation(evidence, lines, best)
 
 
 class Recite(Executor):
     """Two calls: recite the evidence, then answer from it alone."""
 
     name: ClassVar[str] = "recite"
+    answers_n: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         Param("max_tokens", int, 512, "token limit of the recitation call", minimum=16, maximum=4096),
     )
@@ -76,12 +105,13 @@ class Recite(Executor):
         body = await anyio.to_thread.run_sync(_recitation_body, request, int(params["max_tokens"]))
         recitation = await context.upstream.complete(body)
         text = answer_text(recitation)
-        evidence = await anyio.to_thread.run_sync(recited_evidence, text, request)
-        if not evidence:
-            context.fall_back("empty-recitation" if normalize(text) in ("", "none") else "unmatched-recitation")
+        found = await anyio.to_thread.run_sync(recited_evidence, text, request)
+        if found.failure is not None:
+            context.fall_back(found.failure)
             return with_prior_usage(await send_once(request, context.upstream), [recitation])
-        context.note(f"evidence={len(evidence)}")
-        return with_prior_usage(await send_once(request.with_documents(evidence), context.upstream), [recitation])
+        context.note(f"evidence={len(found.evidence)}")
+        evidence_request = request.with_documents(found.evidence)
+        return with_prior_usage(await send_once(evidence_request, context.upstream), [recitation])
 
 
 def _recitation_body(request: ChatRequest, max_tokens: int) -> dict[str, Any]:

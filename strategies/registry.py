@@ -112,6 +112,9 @@ class Strategy(ABC):
     """Whether its last upstream call can stream straight through to the client."""
     needs_embedder: ClassVar[bool] = False
     """Whether it uses `Services.embedder` (which then must be loaded before it runs)."""
+    answers_n: ClassVar[bool] = True
+    """Whether it gives the `n` choices a client asks for. An executor that makes one answer sets False, and a
+    request with `n` > 1 is then refused with a 400 naming `n` rather than answered with fewer choices."""
 
     def max_upstream_calls(self, params: Params) -> int:
         """The most upstream calls this step can make (retries aside); 0 for transforms."""

@@ -65,7 +65,7 @@ async def test_recite_copies_evidence_then_answers_from_it_alone() -> None:
 async def test_recite_falls_back_when_nothing_matches() -> None:
     upstream = ScriptedUpstream("Document [2]: Something no document says at all.", "answer")
     _, applied = await run("recite", upstream)
-    assert applied == "recite; fallback=unmatched-recitation"
+    assert applied == "recite; fallback=unmatched-recitation; lines=1; best-containment=0.33"
     assert upstream.bodies[1] == BODY
 
 
@@ -104,7 +104,7 @@ async def test_fact_removes_found_facts_and_stops_when_nothing_new() -> None:
 async def test_fact_without_any_fact_answers_the_original_request() -> None:
     upstream = ScriptedUpstream("- an invented sentence", "answer")
     _, applied = await run("fact", upstream)
-    assert applied == "fact; retrievals=1; facts=0; fallback=no-facts"
+    assert applied == "fact; retrievals=1; facts=0; fallback=no-facts; best-containment=0.00"
     assert upstream.bodies[-1] == BODY
 
 
