@@ -25,6 +25,9 @@ _ABSENCE = re.compile(
     re.IGNORECASE,
 )
 _NOT_PER_CALL = ("stream", "stream_options", "n")
+AGREEING_SIMILARITY = 0.9
+"""Cosine similarity to the medoid's answer above which another answer counts as agreeing with it. MiniLM puts
+rewordings of one short answer ("Paris" / "It is Paris.") above 0.9 and different entities below 0.8."""
 
 
 def says_absent(answer: str) -> bool:
@@ -43,6 +46,9 @@ class Medoid(Executor):
         Param("seed", int, None, "seed of the permutations, for reproducible runs", minimum=0, maximum=2**63 - 1),
         Param("permute", str, "on", "off keeps the documents' order, so only sampling varies (SWiM's control run)",
               choices=("on", "off")),
+        Param("temperature", float, 0.7, "sampling temperature of the voting calls, in place of the client's "
+              "(SWiM sec. 4.3 votes over answers sampled at 0.7, its default; 0 leaves only the permutations "
+              "to vary)", minimum=0.0, maximum=2.0),
     )  # fmt: skip
 
     def max_upstream_calls(self, params: Params) -> int:
@@ -64,6 +70,7 @@ class Medoid(Executor):
         if failures:
             context.note(f"failed={len(failures)}")
         ranking = await self._vote(answered, context)
+        context.note(f"agreement={await _agreement(answered, ranking[0], context)}/{len(answered)}")
         wanted = _choices_wanted(request)
         if wanted == 1:
             chosen = ranking[0]
@@ -91,6 +98,16 @@ class Medoid(Executor):
         return [candidates[j] for j in order] + rest
 
 
+async def _agreement(answered: list[Completion], medoid: int, context: StepContext) -> int:
+    """How many answers (the medoid's own included) say what the medoid says: its cluster's size."""
+    answers = [answer_text(c) for c in answered]
+    if len(answers) == 1:
+        return 1
+    vectors = await embed_off_loop(context.services.require_embedder(), answers)
+    similarity = vectors @ vectors[medoid]
+    return sum(1 for i, value in enumerate(similarity) if i == medoid or float(value) >= AGREEING_SIMILARITY)
+
+
 def _choices_wanted(request: ChatRequest) -> int:
     n = request.body.get("n")
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
@@ -111,5 +128,7 @@ def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -
     for _ in range(int(params["k"])):
         order = rng.sample(documents, len(documents)) if params["permute"] == "on" else documents
         permuted = request.with_documents(order).render()
-        bodies.append({k: v for k, v in permuted.items() if k not in _NOT_PER_CALL})
+        body = {k: v for k, v in permuted.items() if k not in _NOT_PER_CALL}
+        body["temperature"] = params["temperature"]
+        bodies.append(body)
     return bodies

@@ -1,5 +1,6 @@
 """`reorder`: rank documents by embedding similarity to the question and put the most relevant at the edges
-of the context, where models use them best (Lost in the Middle, fig. 1)."""
+of the context, where models use them best (Lost in the Middle, fig. 1). `relevance` is the ranking, shared with
+`filter`."""
 
 from __future__ import annotations
 
@@ -15,16 +16,25 @@ from strategies.registry import Param, Params, Transform
 from strategies.request import ChatRequest, Document
 
 T = TypeVar("T")
-ORDERS = ("edges-first", "edges-last", "descending")
+ORDERS = ("edges-first", "edges-last", "descending", "promote")
 
 
-def arrange(ranked: Sequence[T], order: str) -> list[T]:
+def arrange(ranked: Sequence[T], order: str, *, original: Sequence[T] = (), top: int = 1) -> list[T]:
     """Place items given best first.
 
     - `edges-first`: ranks 1 3 5 ... 4 2, the best first (Haystack's LostInTheMiddleRanker);
     - `edges-last`: LangChain's and LlamaIndex's LongContextReorder, the best last for even counts;
-    - `descending`: best first, as ranked.
+    - `descending`: best first, as ranked;
+    - `promote`: only the `top` best move, to the edges as `edges-first` places them (best first, second
+      last, third second ...); the rest keep their `original` order in between. What the client's retriever
+      ordered well stays where it was.
     """
+    if order == "promote":
+        promoted = list(ranked[:top])
+        front, back = promoted[0::2], promoted[1::2]
+        chosen = {id(item) for item in promoted}
+        middle = [item for item in original if id(item) not in chosen]
+        return front + middle + back[::-1]
     if order == "descending":
         return list(ranked)
     if order == "edges-first":
@@ -48,15 +58,14 @@ class Reorder(Transform):
     needs_embedder: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("order", str, "edges-first", "where the most relevant documents go", choices=ORDERS),
+        Param("top", int, 1, "with order=promote: how many of the most relevant documents move to the edges",
+              minimum=1, maximum=1_000),
         Param("budget", int, None, "drop the least relevant documents until they fit in this many tokens",
               minimum=1, maximum=1_000_000),
     )  # fmt: skip
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
-        embedder = context.services.require_embedder()
-        texts = [request.question, *(_embedding_text(d) for d in request.documents)]
-        vectors = await embed_off_loop(embedder, texts)
-        scores = vectors[1:] @ vectors[0]
+        scores = await relevance(request, context)
         # Stable: equal scores keep the client's order.
         ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
         ranked = [request.documents[i] for i in ranking]
@@ -68,7 +77,17 @@ class Reorder(Transform):
             if kept < len(ranked):
                 context.note(f"dropped={len(ranked) - kept}")
             ranked = ranked[:kept]
-        return request.with_documents(arrange(ranked, str(params["order"])))
+        kept = set(map(id, ranked))
+        original = [d for d in request.documents if id(d) in kept]
+        return request.with_documents(arrange(ranked, str(params["order"]), original=original, top=int(params["top"])))
+
+
+async def relevance(request: ChatRequest, context: StepContext) -> np.ndarray:
+    """Each document's cosine similarity to the question (the embeddings are normalized), in the request's order."""
+    texts = [request.question, *(_embedding_text(d) for d in request.documents)]
+    vectors = await embed_off_loop(context.services.require_embedder(), texts)
+    scores: np.ndarray = vectors[1:] @ vectors[0]
+    return scores
 
 
 def _embedding_text(document: Document) -> str:

@@ -27,7 +27,7 @@ def test_medoid_headers_count_every_call_and_sum_usage(client: Any, fake: FakeUp
     assert response.status_code == 200
     assert response.headers["x-context-upstream-calls"] == "3"
     assert response.headers["x-context-documents"] == "5"
-    assert response.headers["x-context-strategy"] == "medoid; k=3; seed=1"
+    assert response.headers["x-context-strategy"] == "medoid; k=3; seed=1; agreement=3/3"
     assert response.json()["usage"]["total_tokens"] == 36
     assert len(fake.requests) == 3
 

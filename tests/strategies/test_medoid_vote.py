@@ -54,7 +54,7 @@ async def test_permute_off_keeps_the_order_so_only_sampling_varies() -> None:
 async def test_the_medoid_answer_is_returned_with_usage_of_all_calls() -> None:
     upstream = ScriptedUpstream("Paris is the capital", "Lyon", "the capital is Paris", "Paris capital", "Marseille")
     outcome, applied = await run("medoid; k=5; seed=1", upstream)
-    assert applied == "medoid; k=5; seed=1"
+    assert applied == "medoid; k=5; seed=1; agreement=2/5"
     assert isinstance(outcome, Completion)
     assert outcome.body["choices"][0]["message"]["content"] == "Paris is the capital"
     assert outcome.body["usage"] == {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}
@@ -65,7 +65,7 @@ async def test_absent_answers_are_dropped_before_voting() -> None:
         "The information is not mentioned in the context.", "Not found in the documents", "Paris", "Paris.", "Lyon"
     )
     outcome, applied = await run("medoid; k=5", upstream)
-    assert applied == "medoid; k=5; absent=2"
+    assert applied == "medoid; k=5; absent=2; agreement=2/5"
     assert outcome.body["choices"][0]["message"]["content"] in {"Paris", "Paris."}
 
 
@@ -78,7 +78,7 @@ async def test_all_absent_still_votes_among_them() -> None:
 async def test_partial_failure_votes_among_the_rest_and_says_so() -> None:
     upstream = ScriptedUpstream("Paris", FakeFailure("503"), "Paris", FakeFailure("timeout"), "Lyon")
     outcome, applied = await run("medoid; k=5", upstream)
-    assert applied == "medoid; k=5; failed=2"
+    assert applied == "medoid; k=5; failed=2; agreement=2/3"
     assert outcome.body["choices"][0]["message"]["content"] == "Paris"
 
 
@@ -106,3 +106,18 @@ async def test_cancelling_the_request_cancels_every_call_in_flight() -> None:
 )  # fmt: skip
 def test_absence_phrases(answer: str, absent: bool) -> None:
     assert says_absent(answer) is absent
+
+
+async def test_voting_calls_sample_at_swims_temperature_unless_the_step_says_otherwise() -> None:
+    upstream = ScriptedUpstream()
+    await run("medoid; k=3", upstream)
+    assert [b["temperature"] for b in upstream.bodies] == [0.7] * 3
+    upstream = ScriptedUpstream()
+    await run("medoid; k=2; temperature=0", upstream)
+    assert [b["temperature"] for b in upstream.bodies] == [0.0] * 2
+
+
+async def test_agreement_counts_the_answers_that_say_what_the_medoid_says() -> None:
+    upstream = ScriptedUpstream("Paris", "Paris", "Paris", "Lyon", "Marseille")
+    _, applied = await run("medoid; k=5", upstream)
+    assert applied == "medoid; k=5; agreement=3/5"

@@ -1,0 +1,41 @@
+"""`filter`: drop the documents that are clearly not about the question, keep the rest in the client's order.
+
+A retriever returns a fixed number of passages whatever the question; the least similar ones are often plain
+distractors, and every distractor costs the model accuracy and the client tokens (Lost in the Middle, fig. 5:
+accuracy falls as documents are added). Scores are the embedding similarities `reorder` ranks by.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from strategies.pipeline import StepContext
+from strategies.registry import Param, Params, Transform
+from strategies.reorder import relevance
+from strategies.request import ChatRequest
+
+
+class RelevanceFilter(Transform):
+    """Keeps the `top` most relevant documents and those within `margin` of the best score; never none."""
+
+    name: ClassVar[str] = "filter"
+    needs_embedder: ClassVar[bool] = True
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("top", int, None, "keep at most this many of the most relevant documents", minimum=1, maximum=1_000),
+        Param("margin", float, 0.25, "keep the documents whose similarity is within this of the best one's",
+              minimum=0.0, maximum=2.0),
+    )  # fmt: skip
+
+    async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
+        scores = await relevance(request, context)
+        ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
+        best = float(scores[ranking[0]])
+        kept = [i for i in ranking if float(scores[i]) >= best - float(params["margin"])]
+        top = params.get("top")
+        if isinstance(top, int):
+            kept = kept[:top]
+        # The best document always stays: an empty context answers nothing.
+        chosen = set(kept) or {ranking[0]}
+        if len(chosen) < len(request.documents):
+            context.note(f"dropped={len(request.documents) - len(chosen)}")
+        return request.with_documents([d for i, d in enumerate(request.documents) if i in chosen])
