@@ -77,8 +77,8 @@ class Reorder(Transform):
             if kept < len(ranked):
                 context.note(f"dropped={len(ranked) - kept}")
             ranked = ranked[:kept]
-        kept = set(map(id, ranked))
-        original = [d for d in request.documents if id(d) in kept]
+        remaining = set(map(id, ranked))
+        original = [d for d in request.documents if id(d) in remaining]
         return request.with_documents(arrange(ranked, str(params["order"]), original=original, top=int(params["top"])))
 
 

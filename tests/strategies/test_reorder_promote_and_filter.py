@@ -69,10 +69,10 @@ async def test_filter_by_margin_drops_only_what_is_far_from_the_best(margin: flo
 
 
 async def test_filter_never_drops_every_document() -> None:
-    upstream, applied = await run("filter; margin=0", litm(DOCS, "zebra"))
+    upstream, _ = await run("filter; margin=0", litm(DOCS, "zebra"))
     # Every score is 0 for an unrelated question: all are within 0 of the best, none is dropped.
     assert upstream.prompts[0].count("Document [") == 5
-    upstream, applied = await run("filter; top=1; margin=0", litm(DOCS, "zebra"))
+    upstream, _ = await run("filter; top=1; margin=0", litm(DOCS, "zebra"))
     assert upstream.prompts[0].count("Document [") == 1
 
 
