@@ -1,5 +1,6 @@
 """Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
 
+from strategies.chain import Chain
 from strategies.declared import DeclaredFormat
 from strategies.detection import SHAPES, parse_request
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
@@ -23,6 +24,7 @@ from strategies.registry import (
     StrategyRegistry,
     Transform,
 )
+from strategies.relevance_filter import RelevanceFilter
 from strategies.reorder import Reorder
 from strategies.request import ChatRequest, Document, DocumentBlock
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
@@ -33,6 +35,7 @@ from strategies.upstream import Completion, CompletionStream, Upstream, Upstream
 __all__ = [
     "ENTRY_POINT_GROUP",
     "SHAPES",
+    "Chain",
     "ChatRequest",
     "Completion",
     "CompletionStream",
@@ -53,6 +56,7 @@ __all__ = [
     "PipelineResult",
     "QueryAware",
     "Recite",
+    "RelevanceFilter",
     "Reorder",
     "Role",
     "SentenceTransformerEmbedder",
@@ -83,7 +87,7 @@ __all__ = [
 def build_registry() -> StrategyRegistry:
     """A registry holding the built-in strategies and every one published under the entry-point group."""
     registry = StrategyRegistry()
-    for strategy in (PassThrough(), Reorder(), QueryAware(), Recite(), Fact(), Medoid()):
+    for strategy in (PassThrough(), Reorder(), RelevanceFilter(), QueryAware(), Recite(), Fact(), Medoid(), Chain()):
         registry.register(strategy)
     registry.load_entry_points()
     return registry

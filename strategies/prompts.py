@@ -33,3 +33,25 @@ FACT_RETRIEVAL_PROMPT = (
 )
 """Each retrieval round of `fact`: the FACT paper's prompt for the QA tasks (Wang et al., appendix B),
 verbatim. The documents shown shrink each round as the facts already found are removed."""
+
+CHAIN_WORKER_PROMPT = (
+    "{documents}\n\n"
+    "Here is the summary of the previous source text: {notes}\n\n"
+    "Question: {question}\n\n"
+    "You need to read the current source text and the summary of the previous source text (if any) and generate "
+    "a summary to include them both. Later, this summary will be used for other agents to answer the question. "
+    "So please write the summary that can include the evidence for answering the question:"
+)
+"""Each worker call of `chain`, with `{notes}` the previous worker's summary (empty for the first): the worker
+prompt of Chain of Agents for query-based tasks (Zhang et al. 2024, appendix). Adapted: the paper's
+"Worker {i}:" line is dropped (the number tells the model nothing it can use), the chunk's documents keep the
+numbers they have in the request, and "the Query" is called "the question", as the line above names it."""
+
+CHAIN_MANAGER_PROMPT = (
+    "The source text is too long and has been summarized. You need to answer based on the summary:\n{notes}"
+)
+"""What `chain`'s last call has in place of the documents, with `{notes}` the last worker's summary: the middle
+of the paper's manager prompt. The paper writes "{task requirement} The following are given passages. However,
+the source text is too long ... {summary} Question: {question} Answer:"; here the client's own instructions and
+question stay where they were around the documents, so only the sentence that says what the summary is, and
+the summary, are ours."""

@@ -70,3 +70,20 @@ def test_strategy_streams_a_valid_completion(sdk: openai.OpenAI, selection: str)
     assert any(c.choices and c.choices[0].finish_reason for c in chunks)
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.total_tokens > 0
+
+
+def test_chain_reads_the_documents_in_chunks_and_answers(sdk: openai.OpenAI) -> None:
+    # 100 cl100k tokens take four of these documents: three chunks, three workers and the manager.
+    selection = "chain; chunk_tokens=100; max_tokens=48"
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2", messages=MESSAGES, max_tokens=24, temperature=0.0,
+        extra_headers={"X-Context-Strategy": selection},
+    )  # fmt: skip
+    result = raw.parse()
+    assert raw.http_response.status_code == 200
+    assert raw.headers["x-context-strategy"].startswith(f"{selection}; chunks=3")
+    assert "fallback" not in raw.headers["x-context-strategy"]
+    assert int(raw.headers["x-context-upstream-calls"]) >= 4
+    assert result.choices[0].message.content is not None
+    assert result.usage is not None
+    assert result.usage.completion_tokens > 0

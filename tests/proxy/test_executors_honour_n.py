@@ -12,7 +12,7 @@ from tests.fakes import FakeUpstream, completion
 from tests.proxy.test_strategy_responses import BODY
 
 
-@pytest.mark.parametrize("strategy", ["recite", "fact", "reorder, recite"])
+@pytest.mark.parametrize("strategy", ["recite", "fact", "chain", "reorder, recite"])
 def test_one_answer_executors_refuse_n_above_one(client: Any, fake: FakeUpstream, strategy: str) -> None:
     response = client.post("/v1/chat/completions", json={**BODY, "n": 2}, headers={"X-Context-Strategy": strategy})
     assert response.status_code == 400
