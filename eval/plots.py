@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BASELINE_VARIANTS = ("closed-book", "oracle")
+TITLE_WIDTH = 40
+"""Characters per line of a heatmap's strategy title: at 9 points, 40 fit over the axes of a 4-inch column."""
 
 
 def draw(data: dict[str, Any], folder: Path) -> dict[str, list[str]]:
@@ -87,6 +93,18 @@ def _heatmaps(
     cells: Sequence[dict[str, Any]], order: Sequence[str], meta: dict[str, str], path: Path, title: str
 ) -> None:
     import matplotlib.pyplot as plt
+
+    figure = heatmap_figure(cells, order, meta, title)
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def heatmap_figure(cells: Sequence[dict[str, Any]], order: Sequence[str], meta: dict[str, str], title: str) -> Figure:
+    """One position x size heatmap per strategy, three to a row, sharing one colour bar.
+
+    The layout is constrained: matplotlib places every title, axis label and tick label so that none of them
+    overlaps another (a fixed grid put each row's x label over the titles of the row below)."""
+    import matplotlib.pyplot as plt
     import numpy as np
 
     strategies = _strategies(cells, order)
@@ -94,7 +112,9 @@ def _heatmaps(
     positions = sorted({a["position"] for a in cells if a["position"] is not None})
     columns = min(3, len(strategies))
     rows = math.ceil(len(strategies) / columns)
-    figure, grid = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), dpi=100, squeeze=False)
+    figure, grid = plt.subplots(
+        rows, columns, figsize=(4 * columns, 3.2 * rows), dpi=100, squeeze=False, layout="constrained"
+    )
     for axes, strategy in zip(grid.flat, strategies, strict=False):
         values = np.full((len(positions), len(sizes)), np.nan)
         for a in cells:
@@ -105,7 +125,8 @@ def _heatmaps(
         axes.set_yticks(range(len(positions)), [str(p) for p in positions], fontsize=7)
         axes.set_xlabel(meta.get("size_unit", "size"), fontsize=8)
         axes.set_ylabel(meta.get("position_unit", "position"), fontsize=8)
-        axes.set_title(strategy, fontsize=9)
+        # A strategy header can be long ('reorder, medoid; k=5'): wrapped, it stays within its own column.
+        axes.set_title("\n".join(textwrap.wrap(strategy, TITLE_WIDTH, break_on_hyphens=False)), fontsize=9)
         for (i, j), value in np.ndenumerate(values):
             if not np.isnan(value):
                 axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
@@ -113,8 +134,7 @@ def _heatmaps(
         axes.axis("off")
     figure.colorbar(image, ax=grid.ravel().tolist(), shrink=0.8, label="accuracy")
     figure.suptitle(title, fontsize=10)
-    figure.savefig(path)
-    plt.close(figure)
+    return figure
 
 
 def _strategies(cells: Sequence[dict[str, Any]], order: Sequence[str]) -> list[str]:

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval.best_pipeline import best_pipeline_section, best_pipelines
+from eval.effective_length import effective_length_table, effective_lengths
 from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, percentile
 
 BASELINE = "none"
@@ -75,10 +77,13 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
                 "errors": sum(1 for s in group if s["error"]),
             }
         )
+    lift = lifts(samples)
     return {
         "run": asdict(info),
         "accuracy": accuracy,
-        "lift": lifts(samples),
+        "lift": lift,
+        "best_pipeline": best_pipelines(lift, info.strategies),
+        "effective_length": effective_lengths(accuracy),
         "gap_recovered": gaps(samples),
         "cost": costs(samples),
     }
@@ -97,9 +102,11 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                 continue
             sizes = _order(s["size"] for s in treated)
             for size in [*sizes, None] if len(sizes) > 1 else [None]:
+                # In case order: the bootstrap's draws follow the order of the pairs, and a merged or re-read
+                # run must resample the same pairs as the fresh one.
                 pairs = [
                     (s["score"], base[s["case"]])
-                    for s in treated
+                    for s in sorted(treated, key=lambda s: str(s["case"]))
                     if s["case"] in base and (size is None or s["size"] == size)
                 ]
                 if pairs:
@@ -189,6 +196,7 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
         "",
     ]
     lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
+    lines += best_pipeline_section(data["best_pipeline"])
     accuracy = data["accuracy"]
     for task in _order(a["task"] for a in accuracy):
         meta = info["tasks"].get(task, {})
@@ -200,6 +208,9 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
             for size in _order(a["size"] for a in rows if a["variant"] == variant):
                 cells = [a for a in rows if a["variant"] == variant and a["size"] == size]
                 lines += _accuracy_table(cells, variant, size, meta, strategies_order)
+        lines += effective_length_table(
+            [r for r in data["effective_length"] if r["task"] == task], meta, strategies_order
+        )
         lines += _lift_table([r for r in data["lift"] if r["task"] == task], meta, strategies_order)
         lines += _gap_table([r for r in data["gap_recovered"] if r["task"] == task], meta, strategies_order)
         lines += _cost_table([r for r in data["cost"] if r["task"] == task], strategies_order)
