@@ -54,7 +54,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TASK.KEY=VALUE",
         help="task options: litm-qa.prompt, swim.prompt (paper, langchain-stuff, langchain-retrievalqa, llamaindex, "
-        "dspy), swim.budget, length.distraction, length.problems, multifact.needles, ...",
+        "dspy), litm-qa.distractors (easy, hard, squad), swim.budget, length.distraction, length.problems, "
+        "multifact.needles, ...",
     )
     add("--seed", type=int, default=0, help="seed of every generated case (default 0)")
     add("--data", type=Path, help="folder holding the papers' files (nq-open-*, kv-retrieval-*, gsm8k, squad)")

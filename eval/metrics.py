@@ -40,6 +40,14 @@ def best_subspan_em(prediction: str, gold_answers: Iterable[str]) -> float:
     return float(any(normalize_answer(answer) in first_line for answer in gold_answers))
 
 
+def holds_answer(text: str, gold_answers: Iterable[str]) -> bool:
+    """Whether `text` holds a gold answer as `best_subspan_em` matches one: a normalised answer occurs in the
+    normalised text (the whole text, not its first line). An answer that normalises to nothing occurs
+    everywhere, as it does in the metric."""
+    normalised = normalize_answer(text)
+    return any(normalize_answer(answer) in normalised for answer in gold_answers)
+
+
 def dspy_field(reply: str, name: str) -> str:
     """Field `name` of a reply in DSPy's ChatAdapter layout, as `ChatAdapter.parse` reads it: the rest of the
     line that opens with `[[ ## name ## ]]` and the lines after it, up to the next field's header, stripped.

@@ -37,7 +37,7 @@ PROFILES: dict[str, dict[str, Grid]] = {
 }
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
 OPTIONS: dict[str, tuple[str, ...]] = {
-    "litm-qa": ("prompt",),
+    "litm-qa": ("prompt", "distractors"),
     "litm-kv": (),
     "swim": ("budget", "prompt"),
     "length": ("distraction", "problems", "max_tokens"),
@@ -94,6 +94,11 @@ def make_plan(
             raise ValueError(f"--option {text!r}: {task} has no option {key!r} (it has: {known})")
         if key == "prompt" and value not in SHAPES:
             raise ValueError(f"--option {text!r}: unknown prompt shape; choose {', '.join(SHAPES)}")
+        if task == "litm-qa" and key == "distractors":
+            try:
+                litm_qa.distractor_regimes(value)
+            except ValueError as error:
+                raise ValueError(f"--option {text!r}: {error}") from None
         if task in grids:
             grids[task] = replace(grids[task], options={**grids[task].options, key: value})
     return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))

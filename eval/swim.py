@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval import squad
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.fiction import invented_facts, paragraph
 from eval.litm import Passage
@@ -161,18 +162,12 @@ def parse_generated(text: str) -> tuple[str, str] | None:
 
 def load_squad(path: Path) -> list[QAItem]:
     """SQuAD 2.0's answerable questions, each with its paragraph as the document."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    items = []
-    for article in data["data"]:
-        for number, para in enumerate(article["paragraphs"]):
-            document = Passage(
-                f"{article['title'].replace('_', ' ')} ({number + 1})", " ".join(para["context"].split())
-            )
-            for qa in para["qas"]:
-                if not qa.get("is_impossible") and qa["answers"]:
-                    answers = tuple(dict.fromkeys(a["text"] for a in qa["answers"]))
-                    items.append(QAItem(document, qa["question"], answers))
-    return items
+    return [
+        QAItem(Passage(f"{article.title} ({number})", section.text), qa.question, qa.answers)
+        for article in squad.load_squad(path)
+        for number, section in enumerate(article.paragraphs, 1)
+        for qa in section.questions
+    ]
 
 
 def _line(document: Passage) -> str:
