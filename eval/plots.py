@@ -32,13 +32,13 @@ def draw(data: dict[str, Any], folder: Path) -> dict[str, list[str]]:
     for task in sorted({a["task"] for a in accuracy}):
         rows = [a for a in accuracy if a["task"] == task]
         meta = tasks.get(task, {})
-        for variant in sorted({a["variant"] for a in rows} - set(BASELINE_VARIANTS)):
+        for variant in sorted({a["variant"] for a in rows if not _is_baseline(a["variant"])}):
             cells = [a for a in rows if a["variant"] == variant]
             sizes = sorted({a["size"] for a in cells})
             positions = sorted({a["position"] for a in cells if a["position"] is not None})
             if len(positions) >= 2:
                 for size in sizes:
-                    baselines = [a for a in rows if a["variant"] in BASELINE_VARIANTS and a["size"] == size]
+                    baselines = _baselines_of(variant, [a for a in rows if a["size"] == size])
                     path = folder / f"{_slug(task, variant, str(size))}-position.png"
                     _position_plot(
                         [a for a in cells if a["size"] == size],
@@ -140,6 +140,20 @@ def heatmap_figure(cells: Sequence[dict[str, Any]], order: Sequence[str], meta: 
 def _strategies(cells: Sequence[dict[str, Any]], order: Sequence[str]) -> list[str]:
     present = {a["strategy"] for a in cells}
     return [s for s in order if s in present] + sorted(present - set(order))
+
+
+def _is_baseline(variant: str) -> bool:
+    return any(variant == b or variant.endswith(f" {b}") for b in BASELINE_VARIANTS)
+
+
+def _baselines_of(variant: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The baseline cells that belong to `variant`, named as the plain baselines: its own (`hard-squad
+    closed-book`) where the task ran them, else the shared ones (`closed-book`)."""
+    found = []
+    for baseline in BASELINE_VARIANTS:
+        own = [a for a in rows if a["variant"] == f"{variant} {baseline}"]
+        found += [{**a, "variant": baseline} for a in own or [a for a in rows if a["variant"] == baseline]]
+    return found
 
 
 def _slug(*parts: str) -> str:

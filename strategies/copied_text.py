@@ -143,6 +143,17 @@ class CopiedTextIndex:
             return None
         return Located(best, self._covered(best, words), containment)
 
+    def locate_all(self, line: str, claimed: int | None = None) -> list[Located]:
+        """`locate` for the whole line, else for each of its sentences: a small model copies a sentence and
+        runs on with words of its own, which sink the whole line's containment but not the copied sentence's."""
+        whole = self.locate(line, claimed)
+        if whole is not None:
+            return [whole]
+        pieces = [p for p in _SENTENCE_END.split(line) if p.strip()]
+        if len(pieces) < 2:
+            return []
+        return [found for piece in pieces if (found := self.locate(piece, claimed)) is not None]
+
     def best_containment(self, line: str) -> float:
         """The highest share of the line's content words found in one document (for reporting a miss)."""
         words = content_words(line)

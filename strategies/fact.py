@@ -90,11 +90,11 @@ class _Remaining:
         assert self._index is not None, "retrieval_body builds the index first"
         found = []
         for sentence in retrieved_sentences(answer):
-            located = self._index.locate(sentence)
-            if located is None:
+            located = self._index.locate_all(sentence)
+            if not located:
                 self.best_containment = max(self.best_containment, self._index.best_containment(sentence))
-                continue  # invented: not a fact
-            new = self._index.take(located.document, located.sentences)
-            if new:
-                found.append(self.documents[located.document].derived(self._index.sentence_text(located.document, new)))
+            for piece in located:  # none: invented, not a fact
+                new = self._index.take(piece.document, piece.sentences)
+                if new:
+                    found.append(self.documents[piece.document].derived(self._index.sentence_text(piece.document, new)))
         return found

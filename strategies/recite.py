@@ -71,13 +71,14 @@ def recited_evidence(recitation: str, request: ChatRequest) -> Recitation:
         if names_a_document and match is not None and not content_words(match.group("text")):
             whole.add(claimed)
             continue
-        located = index.locate(line, claimed if names_a_document else None)
-        if located is None:
+        located = index.locate_all(line, claimed if names_a_document else None)
+        if not located:
             best = max(best, index.best_containment(line))
-        elif not located.sentences:
-            whole.add(located.document)
-        else:
-            sentences.setdefault(located.document, set()).update(located.sentences)
+        for found in located:
+            if found.sentences:
+                sentences.setdefault(found.document, set()).update(found.sentences)
+            else:
+                whole.add(found.document)
     evidence = []
     for position in sorted(whole | set(sentences)):
         if position in whole:

@@ -109,3 +109,14 @@ async def test_a_verbatim_recitation_in_each_frameworks_rendering_is_evidence(pr
     assert applied == "recite; evidence=1", applied
     (evidence,) = recited_evidence(copied, request).evidence
     assert spaced(evidence.text) == spaced(relevant.text)
+
+
+async def test_a_copied_sentence_that_runs_on_with_invented_words_is_still_evidence() -> None:
+    # SmolLM2 on litm-qa: the gold sentence copied, then a sentence of its own.
+    recitation = (
+        f"Document [1](Title: Zorvath) {CAPITAL} Its famous harbour welcomes sailors and merchants from "
+        "distant shores every single summer season."
+    )
+    applied, _ = await recite(BODY, recitation)
+    assert applied == "recite; evidence=1"
+    assert [d.text for d in recited_evidence(recitation, parse_request(BODY)).evidence] == [CAPITAL]
