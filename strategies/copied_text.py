@@ -19,12 +19,16 @@ from dataclasses import dataclass, field
 
 from strategies.request import ChatRequest, Document
 
-MIN_CONTAINMENT = 0.75
-"""Share of a line's content words that must occur in a document for the line to count as copied from it.
+MIN_CONTAINMENT = 0.6
+"""Share of a line's content words that must occur in a document for the line to count as copied from it: more
+of the line copied than made up.
 
-Measured on real recitations of the embedded SmolLM2-135M (tests/strategies/fixtures/recitations.jsonl): lines
-the model copied from a document, slips and headers included, reach 0.8 to 1.0; lines it made up score below
-0.6 against every document. 0.75 keeps the first and drops the second."""
+Measured on 36 recitations of the embedded SmolLM2-135M (litm-qa, 10 documents, easy and hard distractors, gold
+first / middle / last; the recite prompt), as fallbacks / lines giving the gold document / lines giving another
+document: 0.5: 3 / 27 / 6; 0.6: 5 / 24 / 7; 0.75: 11 / 20 / 5; 0.85: 18 / 17 / 1. The model paraphrases more
+than it copies ("The Torristor engine was invented by Vathostsil" for "The inventor of the Torristor engine was
+an engineer called Vathostsil"), and a located line passes on the document's own sentence, never the model's
+words: 0.6 keeps most paraphrases and still drops a line that is half invented."""
 MIN_SHARED_WORDS = 2
 """A line sharing fewer content words with a document than this is too short to tell where it came from."""
 SENTENCE_COVERAGE = 0.5

@@ -7,16 +7,19 @@ format numbers them), `{question}` the question detected in the request.
 from __future__ import annotations
 
 RECITE_PROMPT = (
+    "Read the question based on the given documents. Choose the documents most relevant to the question and copy "
+    "them fully WORD BY WORD.\n\n"
+    "The following are given documents.\n\n"
     "{documents}\n\n"
-    "Question: {question}\n\n"
-    "Do not answer the question yet. First recite, word by word, the documents or sentences above that are "
-    "relevant to the question. Copy each one exactly as it appears, without altering the original text, on its "
-    'own line starting with its document number, like "Document [3]: <copied text>". '
-    'If nothing above is relevant, write only "NONE".'
+    "Read the question. Choose the documents most relevant to the question and copy them fully WORD BY WORD. Only "
+    "give me the relevant documents and do not output any other words. Do not make up documents. Do not repeat "
+    'documents. Use "# Document <number>" at the start of each document, then copy its full content.\n\n'
+    "Question:\n{question}"
 )
-"""Call 1 of `recite` (Du et al. 2025, "retrieve then solve"): the model copies the evidence verbatim. The
-paper's own prompts ask to "recite ... word by word ... When reciting, do not alter the original text"; we
-add document numbers so each recited line can be checked against the document it claims to come from."""
+"""Call 1 of `recite`: the first step of Du et al. 2025's retrieve-then-solve on RULER's QA tasks (fig. 12),
+verbatim. Our earlier prompt asked for `Document [3]: <copied text>` lines; SmolLM2-135M copied the placeholder
+and the last document's header, and on 36 litm-qa questions gave the gold document 15 times (24 with this one)
+and another document 19 times (7), `strategies.copied_text.MIN_CONTAINMENT` in force."""
 
 FACT_RETRIEVAL_PROMPT = (
     "Please retrieve all the sentences in the given documents that are important and relevant to answer the "
