@@ -22,9 +22,13 @@ class RelevanceFilter(Transform):
     needs_embedder: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("top", int, None, "keep at most this many of the most relevant documents", minimum=1, maximum=1_000),
-        Param("margin", float, 0.25, "keep the documents whose similarity is within this of the best one's",
+        Param("margin", float, 0.2, "keep the documents whose similarity is within this of the best one's",
               minimum=0.0, maximum=2.0),
     )  # fmt: skip
+    # margin 0.2: on litm-qa (10 documents, 40 questions per regime) all-MiniLM-L6-v2 scores the gold document at
+    # most 0.12 below the best one (easy: always the best; hard, same-entity distractors: 0.12; SQuAD article
+    # paragraphs: 0.12), so 0.2 kept the gold in 120 of 120 and kept 1.2 (easy), 6.6 (hard) and 3.9 (SQuAD) of
+    # the 10 documents.
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         scores = await relevance(request, context)
