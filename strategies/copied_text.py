@@ -97,11 +97,29 @@ class Located:
     containment: float
 
 
+MAX_ANSWER_CHARS = 65_536
+"""Of a recitation or retrieval answer, only this much is read: 4,096 tokens (the `max_tokens` cap of both) are
+about 16,000 characters, and an upstream that answers with more must not cost the proxy more CPU."""
+COMMON_POSTINGS = 64
+"""A word found in more documents (or sentences of one document) than this is counted by looking it up in each
+candidate, not by walking its postings: each line then costs its own words times at most this, whatever the
+number of documents."""
+
+
 @dataclass(slots=True)
 class _Entry:
+    words: set[str]
+    """The document's content words, its rendering and title included."""
     sentences: list[str]
-    words: list[set[str]]
+    sentence_words: list[set[str]]
+    by_word: dict[str, list[int]]
+    """The sentences each content word occurs in."""
     taken: set[int] = field(default_factory=set)
+
+
+def lines_of(answer: str) -> list[str]:
+    """The lines of a model's answer, within `MAX_ANSWER_CHARS`."""
+    return answer[:MAX_ANSWER_CHARS].splitlines()
 
 
 class CopiedTextIndex:
@@ -122,7 +140,12 @@ class CopiedTextIndex:
             for word in words:
                 self._postings.setdefault(word, []).append(position)
             sentences = [s for s in _SENTENCE_END.split(document.text) if s.strip()]
-            self._entries.append(_Entry(sentences, [content_words(s) for s in sentences]))
+            sentence_words = [content_words(s) for s in sentences]
+            by_word: dict[str, list[int]] = {}
+            for index, found in enumerate(sentence_words):
+                for word in found:
+                    by_word.setdefault(word, []).append(index)
+            self._entries.append(_Entry(words, sentences, sentence_words, by_word))
 
     def locate(self, line: str, claimed: int | None = None) -> Located | None:
         """Where `line` was copied from, preferring the `claimed` document (an index) when it holds the line.
@@ -132,16 +155,13 @@ class CopiedTextIndex:
         words = content_words(line)
         if len(words) < MIN_SHARED_WORDS or words <= self.question_words:
             return None
-        counts: dict[int, int] = {}
-        for word in words:
-            for position in self._postings.get(word, ()):
-                counts[position] = counts.get(position, 0) + 1
+        counts = self._shared_counts(words)
         if not counts:
             return None
         best = max(counts, key=lambda p: (counts[p], p == claimed, -p))
-        if claimed is not None and counts.get(claimed, 0) / len(words) >= MIN_CONTAINMENT:
+        if claimed is not None and self._shared(claimed, words) / len(words) >= MIN_CONTAINMENT:
             best = claimed
-        shared = counts[best]
+        shared = self._shared(best, words)
         containment = shared / len(words)
         if shared < MIN_SHARED_WORDS or containment < MIN_CONTAINMENT:
             return None
@@ -161,18 +181,39 @@ class CopiedTextIndex:
     def best_containment(self, line: str) -> float:
         """The highest share of the line's content words found in one document (for reporting a miss)."""
         words = content_words(line)
-        if not words:
+        counts = self._shared_counts(words)
+        if not words or not counts:
             return 0.0
+        return max(self._shared(p, words) for p in counts) / len(words)
+
+    def _shared_counts(self, words: set[str]) -> dict[int, int]:
+        """For each document sharing a distinctive word with the line, how many of those it shares (common
+        words are left to `_shared`)."""
         counts: dict[int, int] = {}
         for word in words:
-            for position in self._postings.get(word, ()):
+            positions = self._postings.get(word, ())
+            if len(positions) > COMMON_POSTINGS:
+                continue
+            for position in positions:
                 counts[position] = counts.get(position, 0) + 1
-        return max(counts.values(), default=0) / len(words)
+        if not counts and any(w in self._postings for w in words):
+            # Only common words: the documents that hold the first of them are the candidates, bounded.
+            common = next(w for w in words if w in self._postings)
+            counts = dict.fromkeys(self._postings[common][:COMMON_POSTINGS], 1)
+        return counts
+
+    def _shared(self, position: int, words: set[str]) -> int:
+        return len(words & self._entries[position].words)
 
     def _covered(self, position: int, words: set[str]) -> tuple[int, ...]:
         entry = self._entries[position]
+        candidates: set[int] = set()
+        for word in words:
+            found = entry.by_word.get(word, ())
+            candidates.update(found[:COMMON_POSTINGS])
         covered = []
-        for index, sentence_words in enumerate(entry.words):
+        for index in sorted(candidates):
+            sentence_words = entry.sentence_words[index]
             shared = len(words & sentence_words)
             # A short sentence the line runs into shares few words with it, but most of its own.
             most_of_sentence = shared > 0 and shared >= SENTENCE_COVERAGE * len(sentence_words)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.copied_text import CopiedTextIndex
+from strategies.copied_text import CopiedTextIndex, lines_of
 from strategies.evidence import answer_text, intermediate_body, with_prior_usage
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import FACT_RETRIEVAL_PROMPT
@@ -22,7 +22,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 def retrieved_sentences(text: str) -> list[str]:
     """The bulleted sentences of a retrieval answer (every non-empty line, if none is bulleted)."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines_of(text) if line.strip()]
     bulleted = [line for line in lines if _BULLET.match(line)]
     chosen = bulleted or lines
     return [s for s in (_BULLET.sub("", line, count=1).strip() for line in chosen) if s and s != "-"]

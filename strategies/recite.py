@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.copied_text import CopiedTextIndex, content_words
+from strategies.copied_text import CopiedTextIndex, content_words, lines_of
 from strategies.evidence import answer_text, intermediate_body, normalize, with_prior_usage
 from strategies.pipeline import StepContext, StrategyOutcome, send_once
 from strategies.prompts import RECITE_PROMPT
@@ -60,7 +60,7 @@ def recited_evidence(recitation: str, request: ChatRequest) -> Recitation:
     sentences: dict[int, set[int]] = {}
     lines = 0
     best = 0.0
-    for raw_line in recitation.splitlines():
+    for raw_line in lines_of(recitation):
         line = raw_line.strip()
         if not line or normalize(line) == "none":
             continue

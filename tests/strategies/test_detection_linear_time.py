@@ -118,3 +118,28 @@ def test_a_document_number_of_thousands_of_digits_is_no_position(prompt: str) ->
     assert request.block is not None
     assert request.block.numbering_base is None
     assert request.with_documents(request.documents[::-1]).with_documents(request.documents).render() == body(prompt)
+
+
+def many_documents(count: int) -> dict[str, Any]:
+    # Every document shares most of its words with every other: each recited line matches all of them.
+    lines = "\n".join(f"Document [{i}](Title: T{i}) the shared river town story number {i} again" for i in range(count))
+    return body(f"{lines}\n\nQuestion: which river town?")
+
+
+def test_a_megabyte_recitation_against_many_similar_documents_is_read_in_bounded_time() -> None:
+    request = parse_request(many_documents(1_000))
+    assert len(request.documents) == 1_000
+    recitation = megabyte("shared river town story number again\n")
+    found: list[Any] = []
+    assert cpu_seconds(lambda: found.append(recited_evidence(recitation, request))) < BOUND_SECONDS
+    assert found[0].evidence  # the lines do occur in the documents
+
+
+def test_a_megabyte_retrieval_answer_is_read_in_bounded_time() -> None:
+    from strategies.fact import _Remaining
+
+    request = parse_request(many_documents(1_000))
+    remaining = _Remaining(list(request.documents))
+    assert remaining.retrieval_body(request, 64) is not None
+    answer = megabyte("- the shared river town story number 7 again\n")
+    assert cpu_seconds(lambda: remaining.take_facts(answer)) < BOUND_SECONDS
