@@ -57,7 +57,7 @@ class Reorder(Transform):
     name: ClassVar[str] = "reorder"
     needs_embedder: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
-        Param("order", str, "edges-first", "where the most relevant documents go", choices=ORDERS),
+        Param("order", str, "promote", "where the most relevant documents go", choices=ORDERS),
         Param("top", int, 1, "with order=promote: how many of the most relevant documents move to the edges",
               minimum=1, maximum=1_000),
         Param("budget", int, None, "drop the least relevant documents until they fit in this many tokens",

@@ -48,8 +48,8 @@ async def run(selection: str, body: dict[str, object]) -> tuple[ScriptedUpstream
 
 
 async def test_most_relevant_documents_go_to_the_edges() -> None:
-    upstream, applied = await run("reorder", litm(DOCS, "do cats purr"))
-    assert applied == "reorder"
+    upstream, applied = await run("reorder; order=edges-first", litm(DOCS, "do cats purr"))
+    assert applied == "reorder; order=edges-first"
     # By the fake embedder: "cats purr softly" best, then "cats and dogs play", then the rest in client order.
     assert upstream.prompts[0] == (
         "Answer.\n\n"

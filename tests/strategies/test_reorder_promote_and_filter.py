@@ -80,3 +80,16 @@ async def test_filter_then_reorder_compose() -> None:
     upstream, applied = await run("filter; top=3; margin=2, reorder; order=descending", litm(DOCS, "do cats purr"))
     assert applied == "filter; top=3; margin=2.0; dropped=2, reorder; order=descending"
     assert upstream.prompts[0].count("Document [") == 3
+
+
+async def test_the_default_order_promotes_the_best_document_and_keeps_the_rest() -> None:
+    upstream, applied = await run("reorder", litm(DOCS[::-1], "do cats purr"))
+    assert applied == "reorder"
+    lines = [line for line in upstream.prompts[0].splitlines() if line.startswith("Document")]
+    assert [line.split(") ", 1)[1] for line in lines] == [
+        "cats purr softly",
+        "rivers flow",
+        "cats and dogs play",
+        "the moon orbits earth",
+        "dogs bark loudly",
+    ]
