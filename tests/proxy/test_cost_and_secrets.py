@@ -58,7 +58,7 @@ def test_medoid_with_two_failures_and_one_hang_answers_from_the_rest(make_client
         sorted(response.headers["x-context-upstream-failures"].split(", "))
         == ["status_503=1", "upstream_timeout=1", "upstream_unreachable=1"]
     )
-    assert response.headers["x-context-strategy"] == "medoid; k=5; failed=3"
+    assert response.headers["x-context-strategy"] == "medoid; k=5; failed=3; agreement=2/2"
     assert hung_cancelled.is_set()
 
 

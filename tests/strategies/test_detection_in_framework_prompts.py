@@ -70,7 +70,7 @@ async def test_reorder_descending_puts_the_relevant_document_first(
     prompt = PROMPTS[name]
     request = parse_request(copy.deepcopy(prompt.body))
     context = StepContext(ScriptedUpstream(), Services(embedder=embedder))
-    reordered = await Reorder().transform(request, {"order": "descending"}, context)
+    reordered = await Reorder().transform(request, {"order": "descending", "top": 1}, context)
     assert prompt.documents[prompt.relevant][:80] in reordered.documents[0].text
     sent = reordered.render()
     text = json.dumps(sent["messages"], ensure_ascii=False)
