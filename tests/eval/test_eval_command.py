@@ -140,3 +140,16 @@ def test_bad_arguments_exit_2_with_the_reason(
     assert "--shard '3/2'" in capsys.readouterr().err
     assert main(["eval-merge", str(tmp_path / "missing"), "--out", str(tmp_path / "m")]) == 2
     assert "cannot read the parts" in capsys.readouterr().err
+
+
+def test_without_the_eval_extra_a_report_run_stops_before_any_request(
+    upstream_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eval.cli
+
+    monkeypatch.setattr(eval.cli, "_can_plot", lambda: False)
+    assert evaluate(upstream_url, tmp_path / "x") == 2
+    assert "pip install 'contextlift[eval]'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["eval-merge", str(tmp_path / "x"), "--out", str(tmp_path / "m")]) == 2
+    assert "contextlift[eval]" in capsys.readouterr().err

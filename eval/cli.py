@@ -1,0 +1,66 @@
+"""`contextlift eval` and `contextlift eval-merge`, added to the `contextlift` command through the entry-point
+group `contextlift.commands` (see `proxy.cli`), so that serving never imports the evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
+
+if TYPE_CHECKING:
+    from proxy.settings import Settings
+
+
+def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `eval` and `eval-merge` to the `contextlift` command line."""
+    evaluate = commands.add_parser("eval", help="replay the papers' benchmarks through the proxy and report lifts")
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(run=_eval, settings_overrides=_eval_overrides)
+    merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
+    add_merge_arguments(merge)
+    merge.set_defaults(run=_merge, settings=False)
+
+
+def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    # The proxy started for an eval logs warnings only: the progress bar is the output.
+    return {"upstream_url": args.upstream, "log_level": "warning"}
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.shard and not _can_plot():
+        return _reporting_eval_errors(_missing_extra)
+    if args.proxy:
+        return _reporting_eval_errors(lambda: run_eval(args, args.proxy))
+    from eval.local_proxy import proxy_in_process
+
+    with proxy_in_process(settings) as proxy_url:
+        return _reporting_eval_errors(lambda: run_eval(args, proxy_url))
+
+
+def _merge(args: argparse.Namespace, _: None) -> int:
+    return _reporting_eval_errors(run_merge if _can_plot() else _missing_extra, args)
+
+
+def _can_plot() -> bool:
+    """Whether the report's plots can be drawn: matplotlib comes with the `eval` extra, not with the proxy. Checked
+    before a run starts rather than after hours of requests."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _missing_extra(*_: object) -> int:
+    raise EvalError("the report's plots need matplotlib: pip install 'contextlift[eval]'")
+
+
+def _reporting_eval_errors(run: Callable[..., int], *args: object) -> int:
+    try:
+        return run(*args)
+    except EvalError as error:
+        print(f"contextlift eval: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("contextlift eval: interrupted; answers so far are cached, run again to resume", file=sys.stderr)
+        return 130

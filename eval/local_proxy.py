@@ -1,0 +1,48 @@
+"""The proxy an eval runs through when no `--proxy` is given: started in a thread of this process, on a free
+loopback port, in front of the configured upstream (or the embedded model, started for the run). The only
+module of `eval` that imports `proxy`; the rest reaches the proxy over HTTP like any client."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from proxy import LocalModelError, Settings, create_app
+from proxy.local_model import upstream_for
+from proxy.server import ProxyServer, build_server
+
+
+@contextlib.contextmanager
+def proxy_in_process(settings: Settings) -> Iterator[str]:
+    """The proxy's base URL (`.../v1`), ready (embedder loaded) when yielded; stopped with the block."""
+    with upstream_for(settings, quiet=True) as upstream_url:
+        settings = settings.model_copy(update={"upstream_url": upstream_url})
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        server = build_server(create_app(settings), settings)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)
+        thread.start()
+        try:
+            _wait_started(server, thread, f"http://127.0.0.1:{port}/startupz", settings.local_model_startup_timeout)
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=settings.shutdown_grace + 5)
+            listener.close()
+
+
+def _wait_started(server: ProxyServer, thread: threading.Thread, url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and thread.is_alive():
+        if server.started:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=5).status_code == 200:
+                    return
+        time.sleep(0.2)
+    raise LocalModelError(f"the proxy started for the eval did not become ready within {timeout:.0f} s")
