@@ -1,31 +1,27 @@
-"""Long-context strategies: the request model, document detection, the strategy plugins and their pipeline."""
+"""Long-context strategies: the request model, document detection, the strategy plugins and their pipeline.
 
-from strategies.chain import Chain
+A strategy author imports from `strategies.plugin` alone; the built-in strategies are modules of this package,
+registered through the `contextlift.strategies` entry-point group like any other (see `strategies.registry`)."""
+
 from strategies.declared import DeclaredFormat
 from strategies.detection import SHAPES, parse_request
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
 from strategies.explain import explain_detection, render_explanation
-from strategies.fact import Fact
 from strategies.limits import DocumentLimitError, DocumentLimits
-from strategies.medoid import Medoid
-from strategies.passthrough import PassThrough
-from strategies.pipeline import PipelineResult, Services, StepContext, StrategyOutcome, run_pipeline, send_once
-from strategies.query_aware import QueryAware
-from strategies.recite import Recite
-from strategies.registry import (
-    ENTRY_POINT_GROUP,
+from strategies.pipeline import Pipeline, PipelineResult, Step, run_pipeline
+from strategies.plugin import (
     Executor,
     Param,
     Params,
-    Pipeline,
     Role,
-    Step,
+    Services,
+    StepContext,
     Strategy,
-    StrategyRegistry,
+    StrategyOutcome,
     Transform,
+    send_once,
 )
-from strategies.relevance_filter import RelevanceFilter
-from strategies.reorder import Reorder
+from strategies.registry import ENTRY_POINT_GROUP, StrategyRegistry, build_registry
 from strategies.request import ChatRequest, Document, DocumentBlock
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
 from strategies.spans import DocumentFormat
@@ -35,7 +31,6 @@ from strategies.upstream import Completion, CompletionStream, Upstream, Upstream
 __all__ = [
     "ENTRY_POINT_GROUP",
     "SHAPES",
-    "Chain",
     "ChatRequest",
     "Completion",
     "CompletionStream",
@@ -47,17 +42,10 @@ __all__ = [
     "DocumentLimits",
     "Embedder",
     "Executor",
-    "Fact",
-    "Medoid",
     "Param",
     "Params",
-    "PassThrough",
     "Pipeline",
     "PipelineResult",
-    "QueryAware",
-    "Recite",
-    "RelevanceFilter",
-    "Reorder",
     "Role",
     "SentenceTransformerEmbedder",
     "Services",
@@ -82,12 +70,3 @@ __all__ = [
     "run_pipeline",
     "send_once",
 ]
-
-
-def build_registry() -> StrategyRegistry:
-    """A registry holding the built-in strategies and every one published under the entry-point group."""
-    registry = StrategyRegistry()
-    for strategy in (PassThrough(), Reorder(), RelevanceFilter(), QueryAware(), Recite(), Fact(), Medoid(), Chain()):
-        registry.register(strategy)
-    registry.load_entry_points()
-    return registry

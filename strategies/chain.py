@@ -13,13 +13,22 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.evidence import answer_text, intermediate_body, with_prior_usage
-from strategies.pipeline import StepContext, StrategyOutcome, send_once
+from strategies.plugin import (
+    ChatRequest,
+    Completion,
+    Document,
+    Executor,
+    Param,
+    Params,
+    StepContext,
+    StrategyOutcome,
+    Tokenizer,
+    answer_text,
+    intermediate_body,
+    send_once,
+    with_prior_usage,
+)
 from strategies.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
-from strategies.registry import Executor, Param, Params
-from strategies.request import ChatRequest, Document
-from strategies.tokens import Tokenizer
-from strategies.upstream import Completion
 
 # Where a document over the budget may be cut: after a sentence's end (closing quotes or brackets included) and
 # the spaces after it, or after a line break; else after a word and its spaces. Each pattern scans a run of

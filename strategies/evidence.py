@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strategies.request import ChatRequest
-from strategies.upstream import Completion, CompletionStream
-
-if TYPE_CHECKING:
-    from strategies.pipeline import StrategyOutcome
+from strategies.upstream import Completion, CompletionStream, StrategyOutcome
 
 # Fields of the client's body that make no sense for an intermediate, plain-text call.
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",

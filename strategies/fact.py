@@ -10,12 +10,21 @@ from typing import Any, ClassVar
 import anyio
 
 from strategies.copied_text import CopiedTextIndex, lines_of
-from strategies.evidence import answer_text, intermediate_body, with_prior_usage
-from strategies.pipeline import StepContext, StrategyOutcome, send_once
+from strategies.plugin import (
+    ChatRequest,
+    Completion,
+    Document,
+    Executor,
+    Param,
+    Params,
+    StepContext,
+    StrategyOutcome,
+    answer_text,
+    intermediate_body,
+    send_once,
+    with_prior_usage,
+)
 from strategies.prompts import FACT_RETRIEVAL_PROMPT
-from strategies.registry import Executor, Param, Params
-from strategies.request import ChatRequest, Document
-from strategies.upstream import Completion
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 

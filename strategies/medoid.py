@@ -11,12 +11,20 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.embedder import embed_off_loop
-from strategies.evidence import answer_text, sum_usage, with_usage
-from strategies.pipeline import StepContext, StrategyOutcome
-from strategies.registry import Executor, Param, Params
-from strategies.request import ChatRequest
-from strategies.upstream import Completion, UpstreamFailure
+from strategies.plugin import (
+    ChatRequest,
+    Completion,
+    Executor,
+    Param,
+    Params,
+    StepContext,
+    StrategyOutcome,
+    UpstreamFailure,
+    answer_text,
+    embed_off_loop,
+    sum_usage,
+    with_usage,
+)
 
 _ABSENCE = re.compile(
     r"\b(?:no (?:relevant )?information|not (?:\w+ )?(?:mentioned|found|provided|given|stated|present|available|"

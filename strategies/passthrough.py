@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.pipeline import StepContext
-from strategies.registry import Params, Transform
-from strategies.request import ChatRequest
+from strategies.plugin import ChatRequest, Params, StepContext, Transform
 
 
 class PassThrough(Transform):
@@ -14,6 +12,7 @@ class PassThrough(Transform):
 
     name: ClassVar[str] = "none"
     needs_documents: ClassVar[bool] = False
+    passes_through: ClassVar[bool] = True
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         return request

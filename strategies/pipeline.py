@@ -3,59 +3,71 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import anyio
 from opentelemetry import trace
 
-from strategies.embedder import Embedder
-from strategies.registry import Executor, Pipeline, Step, Transform
+from strategies.plugin import Executor, ParamValue, Role, Services, StepContext, Strategy, Transform, send_once
 from strategies.request import ChatRequest
-from strategies.tokens import TiktokenTokenizer, Tokenizer
-from strategies.upstream import Completion, CompletionStream, Upstream
+from strategies.upstream import StrategyOutcome, Upstream
 
 _tracer = trace.get_tracer("contextlift.strategies")
 
-StrategyOutcome = Completion | CompletionStream
-"""What the client gets: a whole completion, or an open stream to relay."""
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One resolved step of a pipeline: a strategy with typed parameters (defaults filled in)."""
+
+    strategy: Strategy
+    params: Mapping[str, ParamValue]
+    explicit: tuple[str, ...] = ()
+    """Names of the parameters the request set, for reporting the step as it was asked."""
+
+    @property
+    def label(self) -> str:
+        """The step as written in `X-Context-Strategy`."""
+        shown = "".join(f"; {name}={self.params[name]}" for name in self.explicit)
+        return f"{self.strategy.name}{shown}"
 
 
 @dataclass(frozen=True, slots=True)
-class Services:
-    """The heavy helpers strategies share, loaded once at start-up by whoever builds the app."""
+class Pipeline:
+    """Transforms followed by at most one executor. Empty means: send the request once, untouched."""
 
-    embedder: Embedder | None = None
-    tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
-    seed: int | None = None
-    """Default seed for strategies that draw random permutations; None: a fresh draw per request."""
-    observe_step: Callable[[str, float], None] | None = None
-    """Told each step's strategy name and duration in seconds (the proxy feeds its metrics with it)."""
+    steps: tuple[Step, ...] = ()
 
-    def require_embedder(self) -> Embedder:
-        if self.embedder is None:
-            raise RuntimeError("this strategy needs an embedder, and none was loaded")
-        return self.embedder
+    @property
+    def transforms(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.strategy.role is Role.TRANSFORM)
 
+    @property
+    def executor(self) -> Step | None:
+        return next((s for s in self.steps if s.strategy.role is Role.EXECUTOR), None)
 
-@dataclass(slots=True)
-class StepContext:
-    """What a step may use while it runs, and where it reports what it actually did."""
+    @property
+    def label(self) -> str:
+        return ", ".join(s.label for s in self.steps) or "none"
 
-    upstream: Upstream
-    services: Services = field(default_factory=Services)
-    applied: list[str] = field(default_factory=list)
-    """Labels of the steps that ran, in order, as reported in the `X-Context-Strategy` response header."""
+    @property
+    def shape(self) -> str | None:
+        """The document shape the steps named with `format=`, if any (one, checked at resolution)."""
+        return next((str(s.params["format"]) for s in self.steps if "format" in s.params), None)
 
-    def note(self, fact: str) -> None:
-        """Add a fact (`fallback=empty-recitation`, `failed=2`) to the label of the step now running."""
-        if self.applied:
-            self.applied[-1] = f"{self.applied[-1]}; {fact}"
+    @property
+    def needs_embedder(self) -> bool:
+        return any(s.strategy.needs_embedder for s in self.steps)
 
-    def fall_back(self, reason: str) -> None:
-        """Mark the step now running as having fallen back to a plain call, and why."""
-        self.note(f"fallback={reason}")
+    @property
+    def streams_directly(self) -> bool:
+        executor = self.executor
+        return executor is None or executor.strategy.streams_directly
+
+    def max_upstream_calls(self) -> int:
+        """The most upstream calls the pipeline makes for one request, before retries."""
+        executor = self.executor
+        return executor.strategy.max_upstream_calls(executor.params) if executor else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +78,6 @@ class PipelineResult:
     applied: str
     request: ChatRequest
     """The request after all transforms."""
-
-
-async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome:
-    """Send the request as rendered, once, streamed if the client asked for a stream."""
-    # Rendering documents is work in proportion to them, so not on the event loop; without any it is a copy.
-    body = await anyio.to_thread.run_sync(request.render) if request.documents else request.render()
-    if request.stream:
-        return await upstream.stream(body)
-    return await upstream.complete(body)
 
 
 async def run_pipeline(

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.pipeline import StepContext
-from strategies.registry import Params, Transform
-from strategies.request import ChatRequest
+from strategies.plugin import ChatRequest, Params, StepContext, Transform
 
 
 class QueryAware(Transform):

@@ -11,11 +11,21 @@ from typing import Any, ClassVar
 import anyio
 
 from strategies.copied_text import CopiedTextIndex, content_words, lines_of
-from strategies.evidence import answer_text, intermediate_body, normalize, with_prior_usage
-from strategies.pipeline import StepContext, StrategyOutcome, send_once
+from strategies.evidence import normalize
+from strategies.plugin import (
+    ChatRequest,
+    Document,
+    Executor,
+    Param,
+    Params,
+    StepContext,
+    StrategyOutcome,
+    answer_text,
+    intermediate_body,
+    send_once,
+    with_prior_usage,
+)
 from strategies.prompts import RECITE_PROMPT
-from strategies.registry import Executor, Param, Params
-from strategies.request import ChatRequest, Document
 
 # Matched against stripped lines. No two `\s*` can take the same spaces (which made a long run of them cost its
 # square), and a document number has at most 9 digits (`int` refuses one past 4,300).

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.pipeline import StepContext
-from strategies.registry import Param, Params, Transform
+from strategies.plugin import ChatRequest, Param, Params, StepContext, Transform
 from strategies.reorder import relevance
-from strategies.request import ChatRequest
 
 
 class RelevanceFilter(Transform):

@@ -10,10 +10,7 @@ from typing import ClassVar, TypeVar
 import anyio
 import numpy as np
 
-from strategies.embedder import embed_off_loop
-from strategies.pipeline import StepContext
-from strategies.registry import Param, Params, Transform
-from strategies.request import ChatRequest, Document
+from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, embed_off_loop
 
 T = TypeVar("T")
 ORDERS = ("edges-first", "edges-last", "descending", "promote")

@@ -63,3 +63,7 @@ class Upstream(Protocol):
             UpstreamFailure: the call failed before any event.
         """
         ...
+
+
+StrategyOutcome = Completion | CompletionStream
+"""What the client gets: a whole completion, or an open stream to relay."""

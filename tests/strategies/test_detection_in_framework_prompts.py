@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from strategies import Reorder, SentenceTransformerEmbedder, Services, StepContext, parse_request
+from strategies import SentenceTransformerEmbedder, Services, StepContext, parse_request
+from strategies.reorder import Reorder
 from tests.strategies.framework_prompts import framework_prompts
 from tests.strategies.scripted import ScriptedUpstream
 

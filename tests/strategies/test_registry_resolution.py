@@ -18,7 +18,7 @@ from strategies import (
     build_registry,
     parse_selection,
 )
-from strategies.pipeline import StrategyOutcome
+from strategies.plugin import StrategyOutcome
 
 
 class FakeTransform(Transform):

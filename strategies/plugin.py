@@ -1,0 +1,219 @@
+"""Everything a strategy author imports, in one module: the base classes and their capability flags, declared
+parameters, what a step may use while it runs (`StepContext`, `Services`), the outcome types, and the helpers
+the built-in executors share. A strategy is a subclass of `Transform` or `Executor` published under the
+entry-point group `contextlift.strategies`; the built-ins are published exactly that way (pyproject.toml). The
+README's "Write a strategy" section has a whole one in 20 lines.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar
+
+import anyio
+
+from strategies.embedder import Embedder, embed_off_loop
+from strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
+from strategies.request import ChatRequest, Document
+from strategies.tokens import TiktokenTokenizer, Tokenizer
+from strategies.upstream import Completion, CompletionStream, StrategyOutcome, Upstream, UpstreamFailure
+
+__all__ = [
+    "FORMAT_PARAM",
+    "ChatRequest",
+    "Completion",
+    "CompletionStream",
+    "Document",
+    "Embedder",
+    "Executor",
+    "Param",
+    "ParamValue",
+    "Params",
+    "Role",
+    "Services",
+    "StepContext",
+    "Strategy",
+    "StrategyOutcome",
+    "Tokenizer",
+    "Transform",
+    "Upstream",
+    "UpstreamFailure",
+    "answer_text",
+    "embed_off_loop",
+    "intermediate_body",
+    "send_once",
+    "sum_usage",
+    "with_prior_usage",
+    "with_usage",
+]
+
+ParamValue = int | float | str
+Params = Mapping[str, ParamValue]
+
+
+class Role(StrEnum):
+    """What a strategy does in a pipeline."""
+
+    TRANSFORM = "transform"
+    """Changes the request; any number of them run in order."""
+    EXECUTOR = "executor"
+    """Decides how the upstream is called; at most one, last."""
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A parameter a strategy accepts in its step, e.g. `k` in `medoid; k=5`."""
+
+    name: str
+    kind: type[int] | type[float] | type[str]
+    default: ParamValue | None
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    """The built-in cap; operators may set another in settings, and a request can only go below it. A default
+    above the cap in force is lowered to it."""
+    choices: tuple[str, ...] = ()
+
+    def parse(self, text: str, cap: float | None) -> ParamValue:
+        """The typed value of `text`, checked against choices, minimum and `cap`.
+
+        Raises:
+            ValueError: the value is malformed or out of range.
+        """
+        if self.kind is str:
+            if self.choices and text not in self.choices:
+                raise ValueError(f"must be one of {', '.join(self.choices)}")
+            return text
+        try:
+            value: int | float = int(text) if self.kind is int else float(text)
+        except ValueError:
+            raise ValueError(f"must be {'an integer' if self.kind is int else 'a number'}, got {text!r}") from None
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {_number(self.minimum)}, got {text}")
+        if cap is not None and value > cap:
+            raise ValueError(f"must be at most {_number(cap)} (the configured cap), got {text}")
+        return value
+
+    def default_within(self, cap: float | None) -> ParamValue | None:
+        """The default, lowered to `cap` when it is above it: an operator's cap binds what a request gets
+        without asking as much as what it asks for.
+
+        Raises:
+            ValueError: the cap is below the minimum, so no value is allowed at all.
+        """
+        default = self.default
+        if cap is None or default is None or isinstance(default, str) or default <= cap:
+            return default
+        lowered = math.floor(cap) if self.kind is int else cap
+        if self.minimum is not None and lowered < self.minimum:
+            raise ValueError(f"has a configured cap of {_number(cap)}, below its minimum of {_number(self.minimum)}")
+        return lowered
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+FORMAT_PARAM = Param(
+    "format",
+    str,
+    None,
+    "the shape to read the request's documents in (a built-in shape, or a format the operator declared); "
+    "unset: detected",
+)
+"""Accepted by every strategy that needs documents: a request that knows its prompt's shape names it."""
+
+
+class Strategy(ABC):
+    """Base of every strategy. Subclass `Transform` or `Executor`, not this."""
+
+    name: ClassVar[str]
+    role: ClassVar[Role]
+    params: ClassVar[tuple[Param, ...]] = ()
+    needs_documents: ClassVar[bool] = True
+    """Whether the strategy does anything for a request without detected documents."""
+    streams_directly: ClassVar[bool] = True
+    """Whether its last upstream call can stream straight through to the client."""
+    needs_embedder: ClassVar[bool] = False
+    """Whether it uses `Services.embedder` (which then must be loaded before it runs)."""
+    passes_through: ClassVar[bool] = False
+    """Whether selecting it selects nothing (`none`): it stands alone, and the request goes upstream untouched."""
+    answers_n: ClassVar[bool] = True
+    """Whether it gives the `n` choices a client asks for. An executor that makes one answer sets False, and a
+    request with `n` > 1 is then refused with a 400 naming `n` rather than answered with fewer choices."""
+
+    def max_upstream_calls(self, params: Params) -> int:
+        """The most upstream calls this step can make (retries aside); 0 for transforms."""
+        return 0
+
+
+class Transform(Strategy):
+    """A strategy that rewrites the request before it is sent."""
+
+    role: ClassVar[Role] = Role.TRANSFORM
+
+    @abstractmethod
+    async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
+        """The rewritten request."""
+
+
+class Executor(Strategy):
+    """A strategy that decides how the upstream is called and what the client gets back."""
+
+    role: ClassVar[Role] = Role.EXECUTOR
+
+    def max_upstream_calls(self, params: Params) -> int:
+        return 1
+
+    @abstractmethod
+    async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
+        """Call the upstream through `context.upstream` and return what the client gets."""
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The heavy helpers strategies share, loaded once at start-up by whoever builds the app."""
+
+    embedder: Embedder | None = None
+    tokenizer: Tokenizer = field(default_factory=TiktokenTokenizer)
+    seed: int | None = None
+    """Default seed for strategies that draw random permutations; None: a fresh draw per request."""
+    observe_step: Callable[[str, float], None] | None = None
+    """Told each step's strategy name and duration in seconds (the proxy feeds its metrics with it)."""
+
+    def require_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise RuntimeError("this strategy needs an embedder, and none was loaded")
+        return self.embedder
+
+
+@dataclass(slots=True)
+class StepContext:
+    """What a step may use while it runs, and where it reports what it actually did."""
+
+    upstream: Upstream
+    services: Services = field(default_factory=Services)
+    applied: list[str] = field(default_factory=list)
+    """Labels of the steps that ran, in order, as reported in the `X-Context-Strategy` response header."""
+
+    def note(self, fact: str) -> None:
+        """Add a fact (`fallback=empty-recitation`, `failed=2`) to the label of the step now running."""
+        if self.applied:
+            self.applied[-1] = f"{self.applied[-1]}; {fact}"
+
+    def fall_back(self, reason: str) -> None:
+        """Mark the step now running as having fallen back to a plain call, and why."""
+        self.note(f"fallback={reason}")
+
+
+async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome:
+    """Send the request as rendered, once, streamed if the client asked for a stream."""
+    # Rendering documents is work in proportion to them, so not on the event loop; without any it is a copy.
+    body = await anyio.to_thread.run_sync(request.render) if request.documents else request.render()
+    if request.stream:
+        return await upstream.stream(body)
+    return await upstream.complete(body)
