@@ -13,8 +13,8 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
+from proxy.call_ledger import CallLedger
 from proxy.metrics import ProxyMetrics
-from proxy.upstream import CallLedger
 
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client went away before the response was complete."""

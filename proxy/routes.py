@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
-import httpx
 import structlog
 from litestar import Request, Response, get, post, route
 from litestar.enums import HttpMethod
@@ -16,7 +15,6 @@ from litestar.response import Stream
 
 from proxy import json_text
 from proxy.admission import LEASE_KEY, at_request_end
-from proxy.bodies import decoded_chunks
 from proxy.completion_chunks import completion_chunks
 from proxy.errors import (
     InvalidRequest,
@@ -31,10 +29,11 @@ from proxy.intake import check_chat_body, json_fields, parse_json_object, reject
 from proxy.key_guard import KeyGuard
 from proxy.paths import encoded_path
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
+from proxy.request_upstream import RequestUpstream
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
-from proxy.upstream import Verbatim, transport_error
+from proxy.upstream import Verbatim
 from proxy.upstream_headers import NOT_RELAYED
 from strategies import (
     ChatRequest,
@@ -81,7 +80,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     _check_choices(pipeline, chat)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
-    upstream = state.upstream.for_request(
+    upstream = RequestUpstream(
+        state.upstream,
         request.headers,
         state.settings.max_upstream_calls,
         retry_budget=state.settings.retry_budget,
@@ -358,53 +358,42 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
     content = await request.body()
     fields = await _reading(json_fields, content, request.headers.get("content-type"))
     reject_upstream_overrides(request.headers, fields)
-    upstream = state.upstream
-    headers = upstream.forwarded(request.headers)
-    guard = upstream.guard(headers)
-    upstream_request = upstream.build_request(
-        request.method, encoded_path(path), headers=headers, content=content or None, params=request.url.query or None
+    upstream = RequestUpstream(
+        state.upstream,
+        request.headers,
+        lease=request.scope.get("state", {}).get(LEASE_KEY),
+        query=request.url.query,
     )
-    await upstream.reserve()
-    # Released by whichever comes first: the relay's end, or the request's end if the relay never ran.
-    release = at_request_end(request.scope, upstream.release)
-    deadline = upstream.deadline()
-    record.ledger.started()
+    record.ledger = upstream.ledger
+    guard = upstream.guard
     try:
-        response = await upstream.send(upstream_request)
-    except BaseException as error:
-        record.ledger.finished()
-        release()
-        if isinstance(error, UpstreamError):
-            record.ledger.failed(error)
-            record.error = error.code
+        call = await upstream.relay(request.method, encoded_path(path), content or None)
+    except UpstreamError as error:
+        record.error = error.code
         raise
+    # Finished by whichever comes first: the relay's end, or the request's end if the relay never ran.
+    at_request_end(request.scope, call.finish)
+    response = call.response
     relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in NOT_RELAYED})
     if response.status_code >= 400:
         # Error bodies are small and are where keys get echoed: read whole, bounded, and blanked.
         try:
-            body = await upstream.read(response, request.scope.get("state", {}).get(LEASE_KEY), deadline)
+            body = await call.read()
         except UpstreamError as error:
             record.error = error.code
             raise
         finally:
-            await response.aclose()
-            record.ledger.finished()
-            release()
+            await call.aclose()
         return Response(guard.blank(body), status_code=response.status_code, headers=relayed)
 
     streams_events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
 
     async def relay() -> AsyncIterator[bytes]:
-        limits = upstream.stream_limits
-        chunks = decoded_chunks(
-            response, max_bytes=limits.max_stream_bytes, stall_seconds=limits.stall_seconds, deadline=deadline
-        )
         try:
-            async for chunk in guard.blank_stream(chunks):
+            async for chunk in guard.blank_stream(call.chunks()):
                 yield chunk
-        except (UpstreamError, httpx.HTTPError) as error:
+        except UpstreamError as failure:
             # The status is sent: the body ends early, and an event stream says why in an error event.
-            failure = error if isinstance(error, UpstreamError) else transport_error(error, "in the middle of the body")
             record.error = failure.code
             log.warning("pass-through body cut", path=path, error=str(failure))
             if streams_events:
@@ -412,11 +401,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
                 yield b"\n\n" + json_frame(failure.envelope()) + DONE_FRAME
         finally:
             with anyio.CancelScope(shield=True):
-                try:
-                    await response.aclose()
-                finally:
-                    record.ledger.finished()
-                    release()
+                await call.aclose()
 
     return Stream(relay(), status_code=response.status_code, headers=relayed)
 

@@ -1,0 +1,55 @@
+"""What one client request's upstream calls came to: how many, which failed, retries, usage, time waited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.errors import UpstreamError, UpstreamStatusError
+
+
+@dataclass(slots=True)
+class CallLedger:
+    """Counts of one client request's upstream calls, for its response headers and its log line."""
+
+    calls: int = 0
+    """HTTP requests sent upstream, retries included."""
+    failure_codes: list[str] = field(default_factory=list)
+    retries: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    _in_flight: int = 0
+    _busy_since: float = 0.0
+    busy_seconds: float = 0.0
+    """Wall-clock time with at least one upstream call in flight: the part of the latency not ours."""
+
+    def started(self) -> None:
+        self.calls += 1
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+
+    def finished(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self.busy_seconds += time.perf_counter() - self._busy_since
+
+    def failed(self, error: UpstreamError) -> None:
+        code = f"status_{error.upstream_status}" if isinstance(error, UpstreamStatusError) else error.code
+        self.failure_codes.append(code)
+
+    def failures_summary(self) -> str:
+        """`status_503=2, upstream_timeout=1`, or `none`."""
+        counts: dict[str, int] = {}
+        for code in self.failure_codes:
+            counts[code] = counts.get(code, 0) + 1
+        return ", ".join(f"{code}={count}" for code, count in counts.items()) or "none"
+
+    def add_usage(self, usage: Any) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                self.usage[key] = self.usage.get(key, 0) + value
