@@ -31,11 +31,10 @@ from proxy.errors import (
     UpstreamStatusError,
 )
 from proxy.paths import canonical_path, encoded_path
-from proxy.request_log import record_of, stamp_and_log
 from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
-from proxy.state import ProxyState
+from proxy.state import ProxyState, proxy_state
 from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
 from strategies import Embedder, SentenceTransformerEmbedder, Services, StrategyRegistry, build_registry
@@ -130,7 +129,7 @@ def create_app(
         middleware=[ServerSpanMiddleware, DefineMiddleware(AdmissionMiddleware, admission=admission)],
         state=State({"proxy": state}),
         lifespan=[lifespan],
-        before_send=[stamp_and_log],
+        before_send=[state.request_log.stamp_and_log],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
         request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
@@ -178,7 +177,7 @@ def _proxy_error(request: Request[Any, Any, Any], error: ProxyError) -> Response
         headers = dict(error.headers)
         media_type = headers.pop("content-type", MediaType.JSON)
         return Response(error.content, status_code=error.upstream_status, media_type=media_type, headers=headers)
-    record_of(request.scope).error = error.code
+    proxy_state(request).request_log.record_of(request.scope).error = error.code
     return Response(error.envelope(), status_code=error.status, headers=error.headers)
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.errors import UpstreamError, UpstreamStatusError
+from strategies import add_usage
 
 
 @dataclass(slots=True)
@@ -47,9 +47,4 @@ class CallLedger:
         return ", ".join(f"{code}={count}" for code, count in counts.items()) or "none"
 
     def add_usage(self, usage: Any) -> None:
-        if not isinstance(usage, Mapping):
-            return
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            value = usage.get(key)
-            if isinstance(value, int):
-                self.usage[key] = self.usage.get(key, 0) + value
+        add_usage(self.usage, usage)

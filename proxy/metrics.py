@@ -80,7 +80,7 @@ class ProxyMetrics:
         return "other"
 
     def observe_request(self, record: RequestRecord, seconds: float) -> None:
-        strategy = strategy_label(record.strategy)
+        strategy = ",".join(record.strategy_names) or "none"
         model = self.model_label(record.model)
         status_class = f"{(record.status or 0) // 100}xx"
         self.requests.labels(record.route, strategy, status_class, model).inc()
@@ -121,8 +121,3 @@ def format_label(detection: str) -> str:
 def _valid_label(value: str) -> bool:
     # Lone surrogates (the only strings UTF-8 cannot encode) are unprintable too: one test covers both.
     return len(value) <= _MAX_LABEL and value.isprintable()
-
-
-def strategy_label(applied: str) -> str:
-    """`reorder; order=edges-last, medoid; k=5; failed=1` -> `reorder,medoid`: names only, parameters dropped."""
-    return ",".join(step.split(";", 1)[0].strip() for step in applied.split(",")) or "none"

@@ -1,10 +1,12 @@
 """The record of one request: filled in as the request is handled, turned into the `X-Context-*` response
-headers when the response starts, and logged as one summary line when it ends."""
+headers when the response starts, and completed once when it ends: logged as one summary line and handed to
+the callback the app was built with (its metrics)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +16,7 @@ from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
 from proxy.call_ledger import CallLedger
-from proxy.metrics import ProxyMetrics
+from strategies import AppliedStep, Pipeline, render_applied
 
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client went away before the response was complete."""
@@ -33,18 +35,23 @@ class RequestRecord:
     route: str
     started: float = field(default_factory=time.perf_counter)
     model: str | None = None
-    strategy: str = "none"
+    requested: Pipeline = field(default_factory=Pipeline)
+    """The strategies the request selected (or its model's default), as resolved."""
+    applied: tuple[AppliedStep, ...] | None = None
+    """The steps that ran, once the pipeline has returned; until then the response reports `requested`."""
     documents: int = 0
     document_format: str = "none: not-requested"
     """What detection found (`X-Context-Format`): the shape, or `none: <reason>`."""
     ledger: CallLedger = field(default_factory=CallLedger)
+    """The request's upstream calls: handed to its `RequestUpstream`, which counts into it."""
     planned_calls: int | None = None
     """Set when headers go out before the calls are made (streamed medoid): the number of calls launched."""
     status: int | None = None
     error: str | None = None
     first_event_seconds: float | None = None
     """For streams: time from the request to the first event relayed."""
-    metrics: ProxyMetrics | None = None
+    on_complete: Callable[[RequestRecord, float], None] | None = None
+    """Told the record and the request's duration in seconds when it completes (the app's metrics)."""
     _logged: bool = False
 
     def first_event(self) -> None:
@@ -54,6 +61,18 @@ class RequestRecord:
     def overhead_ms(self) -> float:
         """Time spent in the proxy itself so far: elapsed time minus time waiting on the upstream."""
         return max(0.0, (time.perf_counter() - self.started - self.ledger.busy_seconds) * 1000)
+
+    @property
+    def strategy(self) -> str:
+        """What `X-Context-Strategy` says: the steps that ran, or the selection while they have not returned."""
+        return self.requested.label if self.applied is None else render_applied(self.applied)
+
+    @property
+    def strategy_names(self) -> tuple[str, ...]:
+        """The names of those steps, parameters and notes left out (the metrics' bounded label)."""
+        if self.applied is None:
+            return tuple(step.strategy.name for step in self.requested.steps)
+        return tuple(step.name for step in self.applied)
 
     def response_headers(self) -> dict[str, str]:
         return {
@@ -93,44 +112,49 @@ class RequestRecord:
         if self.error:
             fields["error"] = self.error
         log.info("request", **fields)
-        if self.metrics is not None:
-            self.metrics.observe_request(self, time.perf_counter() - self.started)
+        if self.on_complete is not None:
+            self.on_complete(self, time.perf_counter() - self.started)
 
 
-def record_of(scope: Scope) -> RequestRecord:
-    """The record of the request in `scope`, created on first use."""
-    state = scope.setdefault("state", {})
-    record = state.get(_RECORD_KEY)
-    if record is None:
-        headers = dict(scope.get("headers", []))
-        given = headers.get(b"x-request-id", b"").decode("latin-1").strip()
-        request_id = given if given and len(given) <= _MAX_REQUEST_ID and given.isprintable() else uuid.uuid4().hex
-        record = RequestRecord(request_id, str(scope.get("method", "")), _route_template(scope))
-        app = scope.get("app")
-        proxy = app.state.get("proxy") if app is not None else None
-        record.metrics = proxy.metrics if proxy is not None else None
-        state[_RECORD_KEY] = record
-    return record
+class RequestLog:
+    """Creates each request's record, stamps its headers on the response, and completes it when the response
+    has been sent, handing it to `on_complete`."""
+
+    def __init__(self, on_complete: Callable[[RequestRecord, float], None] | None = None) -> None:
+        self._on_complete = on_complete
+
+    def record_of(self, scope: Scope) -> RequestRecord:
+        """The record of the request in `scope`, created on first use."""
+        state = scope.setdefault("state", {})
+        record = state.get(_RECORD_KEY)
+        if record is None:
+            headers = dict(scope.get("headers", []))
+            given = headers.get(b"x-request-id", b"").decode("latin-1").strip()
+            valid = given and len(given) <= _MAX_REQUEST_ID and given.isprintable()
+            request_id = given if valid else uuid.uuid4().hex
+            method = str(scope.get("method", ""))
+            record = RequestRecord(request_id, method, _route_template(scope), on_complete=self._on_complete)
+            state[_RECORD_KEY] = record
+        return record
+
+    async def stamp_and_log(self, message: Message, scope: Scope) -> None:
+        """`before_send` hook: add the record's headers to every response; complete it when the response is."""
+        if scope["type"] != ScopeType.HTTP:
+            return
+        record = self.record_of(scope)
+        if message["type"] == "http.response.start":
+            record.status = message["status"]
+            headers = MutableScopeHeaders.from_message(message)
+            for name, value in record.response_headers().items():
+                headers[name] = value
+            # The upstream's id is the one its support can look up, and the one the SDKs expose: it stays.
+            if "x-request-id" not in headers:
+                headers["x-request-id"] = record.request_id
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            record.finish()
 
 
 def _route_template(scope: Scope) -> str:
     handler = scope.get("route_handler")
     paths = getattr(handler, "paths", None)
     return sorted(paths)[0] if paths else "unmatched"
-
-
-async def stamp_and_log(message: Message, scope: Scope) -> None:
-    """`before_send` hook: add the record's headers to every response; log when the response is complete."""
-    if scope["type"] != ScopeType.HTTP:
-        return
-    record = record_of(scope)
-    if message["type"] == "http.response.start":
-        record.status = message["status"]
-        headers = MutableScopeHeaders.from_message(message)
-        for name, value in record.response_headers().items():
-            headers[name] = value
-        # The upstream's id is the one its support can look up, and the one the SDKs expose: it stays.
-        if "x-request-id" not in headers:
-            headers["x-request-id"] = record.request_id
-    elif message["type"] == "http.response.body" and not message.get("more_body", False):
-        record.finish()

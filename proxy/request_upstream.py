@@ -51,12 +51,14 @@ class RequestUpstream:
         query: str = "",
         verbatim: Verbatim | None = None,
         large: bool = False,
+        ledger: CallLedger | None = None,
     ) -> None:
         """The upstream as one client request sees it: carrying that client's forwarded headers, allowed at most
         `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK says it retries
         itself), its buffered answers charged to `lease`, the client's `query` on every call, and the client's
         own bytes wherever a call sends the client's body unchanged (`verbatim`). The bodies of a `large`
-        request are serialised in a worker thread, off the event loop."""
+        request are serialised in a worker thread, off the event loop. Calls are counted into `ledger` (the
+        request record's)."""
         self._client = client
         self._serialise_off_loop = large
         self._query = query
@@ -67,7 +69,7 @@ class RequestUpstream:
         self._retries_left = 0 if client_retries(inbound_headers) else retries
         self._lease = lease
         self.guard = client.guard(self._headers)
-        self.ledger = CallLedger()
+        self.ledger = CallLedger() if ledger is None else ledger
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
         with _tracer.start_as_current_span(span_name(body), kind=SpanKind.CLIENT) as span:

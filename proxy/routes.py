@@ -28,7 +28,7 @@ from proxy.errors import (
 from proxy.intake import check_chat_body, json_fields, parse_json_object, reject_upstream_overrides, require_json
 from proxy.key_guard import KeyGuard
 from proxy.paths import encoded_path
-from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord, record_of
+from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
@@ -61,7 +61,7 @@ class ClientDisconnected(Exception):
 async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
     """OpenAI chat completions, with the strategies named in `X-Context-Strategy` applied."""
     state = proxy_state(request)
-    record = record_of(request.scope)
+    record = state.request_log.record_of(request.scope)
     if state.shutting_down:
         raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
     require_json(request.headers.get("content-type"))
@@ -76,7 +76,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
     record.documents = len(chat.documents)
     record.document_format = chat.detection
-    record.strategy = pipeline.label
+    record.requested = pipeline
     _check_choices(pipeline, chat)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
@@ -89,8 +89,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         query=request.url.query,
         verbatim=verbatim,
         large=len(raw) > _LARGE_BODY,
+        ledger=record.ledger,
     )
-    record.ledger = upstream.ledger
     guard = upstream.guard
     work = run_pipeline(pipeline, chat, upstream, state.services)
     if chat.stream and chat.documents and not pipeline.streams_directly:
@@ -106,7 +106,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     except UpstreamFailure as error:
         record.error = getattr(error, "code", type(error).__name__)
         raise
-    record.strategy = result.applied
+    record.applied = result.steps
     outcome = result.outcome
     headers = guard.blank_headers(outcome.headers)
     if isinstance(outcome, Completion) and not chat.stream:
@@ -208,7 +208,7 @@ async def _stream_when_done(
                 if not task.done():
                     yield comment_frame()
             result = task.result()
-            record.strategy = result.applied
+            record.applied = result.steps
             if not isinstance(result.outcome, Completion):
                 raise UpstreamProtocolError("the strategy produced a stream where a completion was expected")
             frames = _completion_frames(result.outcome, body, guard)
@@ -354,7 +354,7 @@ async def pass_through(request: Request[Any, Any, Any], path: FromPath[str]) -> 
 
 async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[bytes] | Stream:
     state = proxy_state(request)
-    record = record_of(request.scope)
+    record = state.request_log.record_of(request.scope)
     content = await request.body()
     fields = await _reading(json_fields, content, request.headers.get("content-type"))
     reject_upstream_overrides(request.headers, fields)
@@ -363,8 +363,8 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
         request.headers,
         lease=request.scope.get("state", {}).get(LEASE_KEY),
         query=request.url.query,
+        ledger=record.ledger,
     )
-    record.ledger = upstream.ledger
     guard = upstream.guard
     try:
         call = await upstream.relay(request.method, encoded_path(path), content or None)

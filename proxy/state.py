@@ -13,6 +13,7 @@ from litestar import Request
 from proxy.admission import Admission
 from proxy.errors import InvalidStrategy
 from proxy.metrics import ProxyMetrics
+from proxy.request_log import RequestLog
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
 from strategies import (
@@ -43,6 +44,8 @@ class ProxyState:
     """Set once the embedder is loaded; strategies that need it wait for it."""
     admission: Admission | None = None
     metrics: ProxyMetrics = field(default_factory=ProxyMetrics)
+    request_log: RequestLog = field(init=False)
+    """Every request's record; each completed one goes to `metrics`."""
     startup_error: str | None = None
     shutting_down: bool = False
     drain_deadline: float | None = None
@@ -53,6 +56,7 @@ class ProxyState:
     document_limits: DocumentLimits = field(init=False)
 
     def __post_init__(self) -> None:
+        self.request_log = RequestLog(on_complete=self.metrics.observe_request)
         self.declared_formats = tuple(f.declared() for f in self.settings.document_formats)
         self.document_limits = DocumentLimits(self.settings.max_documents, self.settings.max_document_bytes)
 

@@ -8,8 +8,9 @@ from strategies.detection import SHAPES, parse_request
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
 from strategies.explain import explain_detection, render_explanation
 from strategies.limits import DocumentLimitError, DocumentLimits
-from strategies.pipeline import Pipeline, PipelineResult, Step, run_pipeline
+from strategies.pipeline import Pipeline, PipelineResult, Step, render_applied, run_pipeline
 from strategies.plugin import (
+    AppliedStep,
     Executor,
     Param,
     Params,
@@ -26,11 +27,12 @@ from strategies.request import ChatRequest, Document, DocumentBlock
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
 from strategies.spans import DocumentFormat
 from strategies.tokens import TiktokenTokenizer, Tokenizer
-from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure
+from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure, add_usage
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "SHAPES",
+    "AppliedStep",
     "ChatRequest",
     "Completion",
     "CompletionStream",
@@ -61,11 +63,13 @@ __all__ = [
     "Transform",
     "Upstream",
     "UpstreamFailure",
+    "add_usage",
     "build_registry",
     "embed_off_loop",
     "explain_detection",
     "parse_request",
     "parse_selection",
+    "render_applied",
     "render_explanation",
     "run_pipeline",
     "send_once",

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from strategies.request import ChatRequest
-from strategies.upstream import Completion, CompletionStream, StrategyOutcome
+from strategies.upstream import Completion, CompletionStream, StrategyOutcome, add_usage
 
 # Fields of the client's body that make no sense for an intermediate, plain-text call.
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",
@@ -43,11 +43,7 @@ def answer_text(completion: Completion) -> str:
 def sum_usage(completions: Iterable[Completion]) -> dict[str, int]:
     total: dict[str, int] = {}
     for completion in completions:
-        usage = completion.body.get("usage")
-        if isinstance(usage, Mapping):
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                if isinstance(usage.get(key), int):
-                    total[key] = total.get(key, 0) + usage[key]
+        add_usage(total, completion.body.get("usage"))
     return total
 
 

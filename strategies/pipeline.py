@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from opentelemetry import trace
 
-from strategies.plugin import Executor, ParamValue, Role, Services, StepContext, Strategy, Transform, send_once
+from strategies.plugin import (
+    AppliedStep,
+    Executor,
+    ParamValue,
+    Role,
+    Services,
+    StepContext,
+    Strategy,
+    Transform,
+    send_once,
+)
 from strategies.request import ChatRequest
 from strategies.upstream import StrategyOutcome, Upstream
 
@@ -72,12 +82,22 @@ class Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class PipelineResult:
-    """The outcome of a pipeline, with the label of what was applied."""
+    """The outcome of a pipeline, with the steps that ran."""
 
     outcome: StrategyOutcome
-    applied: str
+    steps: tuple[AppliedStep, ...]
     request: ChatRequest
     """The request after all transforms."""
+
+    @property
+    def applied(self) -> str:
+        """The steps as the `X-Context-Strategy` response header reports them."""
+        return render_applied(self.steps)
+
+
+def render_applied(steps: Sequence[AppliedStep]) -> str:
+    """`filter; dropped=3, medoid; k=5; agreement=4/5`, or `none` when no step ran."""
+    return ", ".join(step.render() for step in steps) or "none"
 
 
 async def run_pipeline(
@@ -93,18 +113,18 @@ async def run_pipeline(
         assert isinstance(step.strategy, Transform)
         if step.strategy.needs_documents and not request.documents:
             continue
-        context.applied.append(step.label)
+        context.applied.append(AppliedStep(step.strategy.name, step.label))
         with _step_span(step, request, context.services):
             request = await step.strategy.transform(request, step.params, context)
     executor = pipeline.executor
     if executor is not None and (request.documents or not executor.strategy.needs_documents):
         assert isinstance(executor.strategy, Executor)
-        context.applied.append(executor.label)
+        context.applied.append(AppliedStep(executor.strategy.name, executor.label))
         with _step_span(executor, request, context.services):
             outcome = await executor.strategy.execute(request, executor.params, context)
     else:
         outcome = await send_once(request, upstream)
-    return PipelineResult(outcome, ", ".join(context.applied) or "none", request)
+    return PipelineResult(outcome, tuple(context.applied), request)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from strategies.upstream import Completion, CompletionStream, StrategyOutcome, U
 
 __all__ = [
     "FORMAT_PARAM",
+    "AppliedStep",
     "ChatRequest",
     "Completion",
     "CompletionStream",
@@ -192,18 +193,31 @@ class Services:
 
 
 @dataclass(slots=True)
+class AppliedStep:
+    """A step that ran, as the `X-Context-Strategy` response header reports it: the step as it was asked
+    (`medoid; k=5`), then the facts it noted while running (`agreement=4/5`, `fallback=no-facts`)."""
+
+    name: str
+    label: str
+    notes: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        return "; ".join([self.label, *self.notes])
+
+
+@dataclass(slots=True)
 class StepContext:
     """What a step may use while it runs, and where it reports what it actually did."""
 
     upstream: Upstream
     services: Services = field(default_factory=Services)
-    applied: list[str] = field(default_factory=list)
-    """Labels of the steps that ran, in order, as reported in the `X-Context-Strategy` response header."""
+    applied: list[AppliedStep] = field(default_factory=list)
+    """The steps that ran, in order."""
 
     def note(self, fact: str) -> None:
-        """Add a fact (`fallback=empty-recitation`, `failed=2`) to the label of the step now running."""
+        """Add a fact (`fallback=empty-recitation`, `failed=2`) to what the step now running reports."""
         if self.applied:
-            self.applied[-1] = f"{self.applied[-1]}; {fact}"
+            self.applied[-1].notes.append(fact)
 
     def fall_back(self, reason: str) -> None:
         """Mark the step now running as having fallen back to a plain call, and why."""

@@ -67,3 +67,16 @@ class Upstream(Protocol):
 
 StrategyOutcome = Completion | CompletionStream
 """What the client gets: a whole completion, or an open stream to relay."""
+
+
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def add_usage(total: dict[str, int], usage: object) -> None:
+    """Add a completion's `usage` (if it is one: an upstream may send anything) to `total`, count by count."""
+    if not isinstance(usage, Mapping):
+        return
+    for key in USAGE_COUNTS:
+        value = usage.get(key)
+        if isinstance(value, int):
+            total[key] = total.get(key, 0) + value
