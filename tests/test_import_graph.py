@@ -72,9 +72,7 @@ def test_no_module_imports_itself_back() -> None:
     assert cycles(graph()) == []
 
 
-@pytest.mark.parametrize(
-    ("package", "forbidden"), [("proxy", ("eval",)), ("strategies", ("proxy", "eval"))]
-)
+@pytest.mark.parametrize(("package", "forbidden"), [("proxy", ("eval",)), ("strategies", ("proxy", "eval"))])
 def test_packages_import_downwards_only(package: str, forbidden: tuple[str, ...]) -> None:
     upward = {
         (module, target)
