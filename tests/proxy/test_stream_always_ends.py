@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-import proxy.routes
+import proxy.chat_route
 import proxy.stream_usage
 from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
@@ -37,8 +37,8 @@ def boom(*_: Any, **__: Any) -> Any:
 STAGES = [
     (proxy.stream_usage.StreamUsage, "observe"),
     (proxy.stream_usage.StreamUsage, "missing_chunk"),
-    (proxy.routes, "data_frame"),
-    (proxy.routes, "_next_or_drained"),
+    (proxy.chat_route, "data_frame"),
+    (proxy.chat_route, "_next_or_drained"),
 ]
 
 
@@ -57,7 +57,7 @@ def test_a_failure_at_any_stage_of_a_relayed_stream_ends_it_cleanly(
 def test_a_failure_while_framing_a_medoid_answer_ends_the_stream_cleanly(
     client: Any, fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    monkeypatch.setattr(proxy.routes, name, boom)
+    monkeypatch.setattr(proxy.chat_route, name, boom)
     response = client.post(
         "/v1/chat/completions", json=chat(QUESTION, stream=True), headers={"x-context-strategy": "medoid; k=2"}
     )

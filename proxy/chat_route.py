@@ -1,0 +1,298 @@
+"""`POST /v1/chat/completions`: the body read and checked, the documents found, the selected strategies run, and
+the answer relayed (whole, streamed through, or streamed once every call is in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import structlog
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from proxy import json_text
+from proxy.admission import LEASE_KEY
+from proxy.completion_chunks import completion_chunks
+from proxy.errors import (
+    InvalidRequest,
+    NotReady,
+    PayloadTooLarge,
+    ProxyError,
+    ShuttingDown,
+    UpstreamError,
+    UpstreamProtocolError,
+)
+from proxy.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
+from proxy.key_guard import KeyGuard
+from proxy.off_loop import LARGE_BODY, off_loop, reading
+from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
+from proxy.request_upstream import RequestUpstream
+from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
+from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
+from proxy.stream_usage import StreamUsage
+from proxy.upstream import Verbatim
+from strategies import (
+    ChatRequest,
+    Completion,
+    CompletionStream,
+    DocumentLimitError,
+    Pipeline,
+    PipelineResult,
+    UpstreamFailure,
+    parse_request,
+    run_pipeline,
+)
+
+T = TypeVar("T")
+log = structlog.get_logger("contextlift")
+_STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its response was ready."""
+
+
+@post("/v1/chat/completions", status_code=200)
+async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
+    """OpenAI chat completions, with the strategies named in `X-Context-Strategy` applied."""
+    state = proxy_state(request)
+    record = state.request_log.record_of(request.scope)
+    if state.shutting_down:
+        raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
+    require_json(request.headers.get("content-type"))
+    raw = await request.body()
+    body = await reading(parse_json_object, raw)
+    check_chat_body(body)
+    reject_upstream_overrides(request.headers, body)
+    record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    # The body field selecting strategies is consumed below: the client's bytes then no longer match.
+    verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
+    pipeline = state.select_pipeline(request.headers, body)
+    chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
+    record.documents = len(chat.documents)
+    record.document_format = chat.detection
+    record.requested = pipeline
+    _check_choices(pipeline, chat)
+    if pipeline.needs_embedder:
+        await _embedder_ready(state)
+    upstream = RequestUpstream(
+        state.upstream,
+        request.headers,
+        state.settings.max_upstream_calls,
+        retry_budget=state.settings.retry_budget,
+        lease=request.scope.get("state", {}).get(LEASE_KEY),
+        query=request.url.query,
+        verbatim=verbatim,
+        large=len(raw) > LARGE_BODY,
+        ledger=record.ledger,
+    )
+    guard = upstream.guard
+    work = run_pipeline(pipeline, chat, upstream, state.services)
+    if chat.stream and chat.documents and not pipeline.streams_directly:
+        # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
+        record.planned_calls = pipeline.max_upstream_calls()
+        return Stream(_stream_when_done(work, record, chat.body, state, guard), media_type="text/event-stream",
+                      headers=_STREAM_HEADERS)  # fmt: skip
+    try:
+        result = await _unless_disconnected(request, work, state)
+    except ClientDisconnected:
+        record.finish(CLIENT_CLOSED_REQUEST)
+        return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
+    except UpstreamFailure as error:
+        record.error = getattr(error, "code", type(error).__name__)
+        raise
+    record.applied = result.steps
+    outcome = result.outcome
+    headers = guard.blank_headers(outcome.headers)
+    if isinstance(outcome, Completion) and not chat.stream:
+        try:
+            content = guard.blank(json_text.dumps(outcome.body).encode())
+        except ValueError:
+            raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
+        return Response(content, media_type="application/json", headers=headers)
+    if isinstance(outcome, Completion):
+        frames = _completion_frames(outcome, chat.body, guard)
+        return Stream(frames, media_type="text/event-stream", headers={**headers, **_STREAM_HEADERS})
+    usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
+    return Stream(
+        _relay(outcome, record, usage, state, guard),
+        media_type="text/event-stream",
+        headers={**headers, **_STREAM_HEADERS},
+    )
+
+
+async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
+    """The request with its documents found, in a worker thread and within the document limits.
+
+    Detection runs only for pipelines that have steps: `none` never reads, let alone changes, a prompt.
+    """
+    try:
+        return await off_loop(
+            lambda: parse_request(
+                body, limits=state.document_limits, declared=state.declared_formats, shape=pipeline.shape
+            )
+        )
+    except DocumentLimitError as error:
+        raise PayloadTooLarge(str(error), param="documents") from None
+
+
+def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
+    """Refuse `n` > 1 for an executor that makes one answer, rather than answer with fewer choices than asked.
+
+    Only when the executor will run: without documents the request goes upstream once, `n` and all.
+    """
+    executor = pipeline.executor
+    n = chat.body.get("n")
+    if executor is None or executor.strategy.answers_n or not chat.documents:
+        return
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        name = executor.strategy.name
+        raise InvalidRequest(f"'n' must be 1 with the {name} strategy, which makes one answer; got n={n}", param="n")
+
+
+async def _embedder_ready(state: ProxyState) -> None:
+    if state.startup_error:
+        raise NotReady(state.startup_error)
+    try:
+        async with asyncio.timeout(state.settings.local_model_startup_timeout):
+            await state.embedder_ready.wait()
+    except TimeoutError:
+        raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
+
+
+def _completion_frames(completion: Completion, body: Mapping[str, Any], guard: KeyGuard) -> list[bytes]:
+    options = body.get("stream_options")
+    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+    chunks = completion_chunks(completion.body, include_usage=include_usage)
+    return [*(guard.blank(json_frame(c)) for c in chunks), DONE_FRAME]
+
+
+async def _stream_when_done(
+    work: Awaitable[PipelineResult], record: RequestRecord, body: Mapping[str, Any], state: ProxyState, guard: KeyGuard
+) -> AsyncIterator[bytes]:
+    """Keep-alive comments until the pipeline is done, then its completion as chunks, then `[DONE]`.
+
+    Whatever fails on the way (the upstream, a strategy, the drain deadline, a bug) ends the stream with
+    an error event and `[DONE]`: a client never sees a stream cut without one.
+    """
+    task: asyncio.Future[PipelineResult] = asyncio.ensure_future(work)
+    keepalive = state.settings.stream_keepalive
+    ended = False
+    try:
+        try:
+            while not task.done():
+                waits: set[asyncio.Future[Any]] = {task, state.drain_started()}
+                await asyncio.wait(waits, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
+                if state.draining_expired():
+                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
+                if not task.done():
+                    yield comment_frame()
+            result = task.result()
+            record.applied = result.steps
+            if not isinstance(result.outcome, Completion):
+                raise UpstreamProtocolError("the strategy produced a stream where a completion was expected")
+            frames = _completion_frames(result.outcome, body, guard)
+        except Exception as error:  # every failure becomes the stream's error event; see the docstring
+            frames = [_error_frame(error, record), DONE_FRAME]
+        for frame in frames:
+            yield frame
+        ended = True
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(task, return_exceptions=True)
+        if not ended:
+            record.finish(CLIENT_CLOSED_REQUEST)
+
+
+async def _relay(
+    stream: CompletionStream, record: RequestRecord, usage: StreamUsage, state: ProxyState, guard: KeyGuard
+) -> AsyncIterator[bytes]:
+    """The upstream's events re-framed one by one, then `[DONE]`; any failure mid-way (the upstream, the
+    drain deadline, a bug) becomes an error event before `[DONE]`."""
+    ended = False
+    events = aiter(stream.events())
+    try:
+        try:
+            while True:
+                data = await _next_or_drained(events, state)
+                if data is None:
+                    break
+                usage.observe(data)
+                record.first_event()
+                yield guard.blank(data_frame(data))
+            missing = usage.missing_chunk()
+            if missing is not None:
+                yield json_frame(missing)
+        except Exception as error:  # every failure becomes the stream's error event; see the docstring
+            yield _error_frame(error, record)
+        yield DONE_FRAME
+        ended = True
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        if not ended:
+            record.finish(CLIENT_CLOSED_REQUEST)
+
+
+async def _next_or_drained(events: AsyncIterator[str], state: ProxyState) -> str | None:
+    """The next event, None at the end; ShuttingDown once the drain deadline passes, even mid-silence."""
+    if state.draining_expired():
+        raise ShuttingDown("the proxy is shutting down; the stream was ended")
+    following = asyncio.ensure_future(anext(events))
+    try:
+        waits: set[asyncio.Future[Any]] = {following, state.drain_started()}
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not following.done():
+            following.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(following, return_exceptions=True)
+    if not following.done() or following.cancelled():
+        raise ShuttingDown("the proxy is shutting down; the stream was ended")
+    try:
+        return following.result()
+    except StopAsyncIteration:
+        return None
+
+
+def _error_frame(error: Exception, record: RequestRecord) -> bytes:
+    """The error event that ends a stream whose response already started."""
+    if isinstance(error, ProxyError):
+        proxy_error = error
+    elif isinstance(error, UpstreamFailure):
+        proxy_error = UpstreamError(str(error))
+    else:
+        log.exception("stream failed", error_type=type(error).__name__)
+        proxy_error = ProxyError("internal error in the proxy; see its logs")
+    record.error = proxy_error.code
+    return json_frame(proxy_error.envelope())
+
+
+async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T], state: ProxyState) -> T:
+    """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first, or
+    answering 503 with Retry-After if it is still waiting when the drain deadline passes."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    drained = state.drain_started()
+    try:
+        waits: set[asyncio.Future[Any]] = {task, watcher, drained}
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    if watcher in done:
+        raise ClientDisconnected
+    raise ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"})
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
