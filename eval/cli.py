@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
@@ -23,6 +24,24 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
     add_merge_arguments(merge)
     merge.set_defaults(run=_merge, settings=False)
+    shadow = commands.add_parser("shadow-report", help="report what shadow evaluation found on live traffic")
+    shadow.add_argument("sink", type=Path, help="the proxy's shadow_sink file (its rotated files are read too)")
+    shadow.add_argument("--out", type=Path, required=True, help="folder for report.md and report.html")
+    shadow.set_defaults(run=_shadow_report, settings=False)
+
+
+def _shadow_report(args: argparse.Namespace, _: None) -> int:
+    from eval.shadow_report import write_shadow_report
+
+    try:
+        summary = write_shadow_report(args.sink, args.out)
+    except (OSError, ValueError) as error:
+        print(f"contextlift shadow-report: {error}", file=sys.stderr)
+        return 2
+    share = summary["position_sensitive"]
+    print(f"{summary['requests']} requests; position-sensitive {share.value:.3f} [{share.low:.3f}, {share.high:.3f}]")
+    print(f"report: {args.out / 'report.md'}")
+    return 0
 
 
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from proxy.paths import canonical_path, encoded_path
 from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
+from proxy.shadow import Shadow, ShadowBudget
+from proxy.shadow_sink import ShadowSink
 from proxy.state import ProxyState, proxy_state
 from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
@@ -98,18 +100,24 @@ def create_app(
             state.default_pipelines[model] = state.resolve(text, "default_strategies")
         except ProxyError as error:
             raise SettingsError(f"default_strategies[{model!r}]: {error.message}") from None
+    if settings.shadow_rate > 0:
+        state.shadow = _shadow(settings, state, key, transport)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         state.tokenizer.count("warm-up")  # load the encoding now, not inside the first request
         loading = asyncio.create_task(_load_embedder(state, real_embedder)) if real_embedder else None
         log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
+        if state.shadow is not None:
+            state.shadow.start()
         try:
             yield
         finally:
             state.shutting_down = True
             if loading is not None:
                 loading.cancel()
+            if state.shadow is not None:
+                await state.shadow.aclose()
             await upstream.aclose()
 
     admission = Admission(
@@ -135,6 +143,46 @@ def create_app(
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
         logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
         debug=False,
+    )
+
+
+def _shadow(
+    settings: Settings, state: ProxyState, key: str | None, transport: httpx.AsyncBaseTransport | None
+) -> Shadow:
+    candidates = []
+    for index, text in enumerate(settings.shadow_strategies):
+        try:
+            pipeline = state.resolve(text, "shadow_strategies")
+        except ProxyError as error:
+            raise SettingsError(f"shadow_strategies[{index}]: {error.message}") from None
+        candidates.append((pipeline.label, pipeline))
+    # A pool of its own, as large as the shadow work may use: shadow calls never wait for a client's connection,
+    # nor a client for theirs.
+    upstream = UpstreamClient(
+        str(settings.upstream_url),
+        api_key=key,
+        key_header=settings.upstream_api_key_header,
+        timeout=settings.upstream_timeout,
+        connect_timeout=settings.upstream_connect_timeout,
+        max_connections=settings.shadow_max_in_flight,
+        retry=RetryPolicy(max_retries=0),
+        stream_limits=state.upstream.stream_limits,
+        transport=transport,
+    )
+    sink = ShadowSink(settings.shadow_sink, settings.shadow_sink_max_bytes) if settings.shadow_sink else None
+    return Shadow(
+        rate=settings.shadow_rate,
+        candidates=candidates,
+        upstream=upstream,
+        services=state.services,
+        metrics=state.metrics,
+        budget=ShadowBudget(settings.shadow_calls_per_minute, settings.shadow_tokens_per_minute),
+        workers=settings.shadow_max_in_flight,
+        queue_size=settings.shadow_queue,
+        sink=sink,
+        capture=settings.shadow_capture,
+        redact=settings.shadow_capture_redact,
+        embedder_ready=state.embedder_ready.is_set,
     )
 
 

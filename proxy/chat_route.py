@@ -30,6 +30,7 @@ from proxy.key_guard import KeyGuard
 from proxy.off_loop import LARGE_BODY, off_loop, reading
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
+from proxy.shadow_case import ShadowCase
 from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
@@ -76,6 +77,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.document_format = chat.detection
     record.requested = pipeline
     _check_choices(pipeline, chat)
+    if state.shadow is not None and state.shadow.sampled():
+        record.shadow = await _shadow_case(request, body, chat, pipeline, state)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
     upstream = RequestUpstream(
@@ -106,6 +109,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise
     record.applied = result.steps
     outcome = result.outcome
+    if record.shadow is not None and isinstance(outcome, Completion):
+        record.shadow.served_completion(outcome)
     headers = guard.blank_headers(outcome.headers)
     if isinstance(outcome, Completion) and not chat.stream:
         try:
@@ -121,6 +126,23 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         _relay(outcome, record, usage, state, guard),
         media_type="text/event-stream",
         headers={**headers, **_STREAM_HEADERS},
+    )
+
+
+async def _shadow_case(
+    request: Request[Any, Any, Any], body: dict[str, Any], chat: ChatRequest, pipeline: Pipeline, state: ProxyState
+) -> ShadowCase | None:
+    """What shadow evaluation needs of a sampled request, or None when it has no documents. A request served
+    with `none` is read here for the shadow's sake only: what goes upstream for the client stays its bytes."""
+    if not pipeline.steps:
+        try:
+            chat = await _documents_of(body, pipeline, state)
+        except PayloadTooLarge:
+            return None
+    if not chat.documents:
+        return None
+    return ShadowCase(
+        chat, pipeline, dict(request.headers), body.get("model") if isinstance(body.get("model"), str) else None
     )
 
 
@@ -194,6 +216,8 @@ async def _stream_when_done(
             record.applied = result.steps
             if not isinstance(result.outcome, Completion):
                 raise UpstreamProtocolError("the strategy produced a stream where a completion was expected")
+            if record.shadow is not None:
+                record.shadow.served_completion(result.outcome)
             frames = _completion_frames(result.outcome, body, guard)
         except Exception as error:  # every failure becomes the stream's error event; see the docstring
             frames = [_error_frame(error, record), DONE_FRAME]
@@ -223,6 +247,8 @@ async def _relay(
                 if data is None:
                     break
                 usage.observe(data)
+                if record.shadow is not None:
+                    record.shadow.served_event(data)
                 record.first_event()
                 yield guard.blank(data_frame(data))
             missing = usage.missing_chunk()

@@ -62,6 +62,26 @@ class ProxyMetrics:
             ["format"], registry=self.registry,
         )  # fmt: skip
         self.in_flight = Gauge("contextlift_requests_in_flight", "Requests being handled.", registry=self.registry)
+        self.shadow_samples = Counter(
+            "contextlift_shadow_samples", "Requests sampled for shadow evaluation, by what became of them "
+            "(evaluated, dropped-queue, dropped-budget, not-served, failed).", ["outcome"], registry=self.registry,
+        )  # fmt: skip
+        self.shadow_agreement = Counter(
+            "contextlift_shadow_agreement", "Shadow runs of a candidate pipeline, by whether its answer agrees "
+            "with the served one (agrees, differs, error).", ["candidate", "outcome"], registry=self.registry,
+        )  # fmt: skip
+        self.shadow_position = Counter(
+            "contextlift_shadow_position", "Evaluated samples by whether the served answer changed when the "
+            "documents were reordered (sensitive, stable, unknown).", ["model", "outcome"], registry=self.registry,
+        )  # fmt: skip
+        self.shadow_calls = Counter(
+            "contextlift_shadow_upstream_calls", "Upstream calls made by shadow runs of a candidate.", ["candidate"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.shadow_latency_ratio = Histogram(
+            "contextlift_shadow_latency_ratio", "A candidate's wall time over the served request's.", ["candidate"],
+            buckets=(0.5, 1, 1.5, 2, 3, 5, 10, 20), registry=self.registry,
+        )  # fmt: skip
 
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
         """Export the embedder's cache hits and misses, read at scrape time."""

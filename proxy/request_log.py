@@ -16,6 +16,7 @@ from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
 from proxy.call_ledger import CallLedger
+from proxy.shadow_case import ShadowCase
 from strategies import AppliedStep, Pipeline, render_applied
 
 CLIENT_CLOSED_REQUEST = 499
@@ -50,6 +51,8 @@ class RequestRecord:
     error: str | None = None
     first_event_seconds: float | None = None
     """For streams: time from the request to the first event relayed."""
+    shadow: ShadowCase | None = None
+    """Set when the request was sampled for shadow evaluation: what was served, for the evaluation to compare."""
     on_complete: Callable[[RequestRecord, float], None] | None = None
     """Told the record and the request's duration in seconds when it completes (the app's metrics)."""
     _logged: bool = False

@@ -222,6 +222,52 @@ class Settings(BaseSettings):
         description="Seconds between SSE comments sent while a strategy that cannot stream (medoid) works, "
         "so clients and load balancers do not time the stream out.",
     )
+    shadow_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of chat requests with documents that shadow evaluation samples (0: off). After the "
+        "client's response has been sent, each pipeline of shadow_strategies, and the served one with the "
+        "documents reordered, runs on the same request in the background; the client never waits for it.",
+    )
+    shadow_strategies: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description='Candidate pipelines a sampled request is also run with, e.g. ["reorder", "medoid; k=3"].',
+    )
+    shadow_sink: Path | None = Field(
+        None,
+        description="JSON-lines file that shadow records go to (rotated by size); unset: records are counted in "
+        "the metrics only.",
+    )
+    shadow_sink_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=4096, description="Size at which the shadow sink is rotated (three old files kept)."
+    )
+    shadow_capture: bool = Field(
+        False,
+        description="Write the whole sampled request and the answers into the shadow sink, for replay (keys and "
+        "headers never are); off: only hashes, counts and scores.",
+    )
+    shadow_capture_redact: list[str] = Field(
+        default_factory=lambda: ["user", "metadata"],
+        description="Fields of a captured request body left out of the sink (top-level names).",
+    )
+    shadow_calls_per_minute: int = Field(
+        60, ge=1, description="Most upstream calls shadow evaluation makes per minute; past it, samples are dropped."
+    )
+    shadow_tokens_per_minute: int = Field(
+        200_000, ge=1, description="Most upstream tokens shadow calls spend per minute; past it, samples are dropped."
+    )
+    shadow_max_in_flight: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Shadow upstream calls in flight at once, on a connection pool of their own: shadow work "
+        "never takes a client's connection.",
+    )
+    shadow_queue: int = Field(
+        32, ge=1, le=10_000, description="Sampled requests waiting for shadow evaluation; more are dropped and counted."
+    )
     otel_endpoint: str | None = Field(
         None,
         validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),

@@ -13,8 +13,9 @@ from litestar import Request
 from proxy.admission import Admission
 from proxy.errors import InvalidStrategy
 from proxy.metrics import ProxyMetrics
-from proxy.request_log import RequestLog
+from proxy.request_log import RequestLog, RequestRecord
 from proxy.settings import Settings
+from proxy.shadow import Shadow
 from proxy.upstream import UpstreamClient
 from strategies import (
     SHAPES,
@@ -45,7 +46,9 @@ class ProxyState:
     admission: Admission | None = None
     metrics: ProxyMetrics = field(default_factory=ProxyMetrics)
     request_log: RequestLog = field(init=False)
-    """Every request's record; each completed one goes to `metrics`."""
+    """Every request's record; each completed one goes to `metrics`, and a sampled one to `shadow`."""
+    shadow: Shadow | None = None
+    """Shadow evaluation, when `shadow_rate` > 0."""
     startup_error: str | None = None
     shutting_down: bool = False
     drain_deadline: float | None = None
@@ -56,9 +59,17 @@ class ProxyState:
     document_limits: DocumentLimits = field(init=False)
 
     def __post_init__(self) -> None:
-        self.request_log = RequestLog(on_complete=self.metrics.observe_request)
+        self.request_log = RequestLog(on_complete=self._completed)
         self.declared_formats = tuple(f.declared() for f in self.settings.document_formats)
         self.document_limits = DocumentLimits(self.settings.max_documents, self.settings.max_document_bytes)
+
+    def _completed(self, record: RequestRecord, seconds: float) -> None:
+        self.metrics.observe_request(record, seconds)
+        if record.shadow is not None and self.shadow is not None:
+            # A response that ended in an error (an error event in a 200 stream included) is no answer to compare.
+            status = record.status if record.error is None else None
+            tokens = record.ledger.usage.get("total_tokens", 0)
+            self.shadow.submit(record.shadow, status, record.ledger.calls, tokens, seconds)
 
     def begin_shutdown(self, grace: float) -> None:
         """Refuse new work from now on; streams still open at the end of `grace` get an error event, and

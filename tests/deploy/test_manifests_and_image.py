@@ -62,6 +62,19 @@ def test_deployment_probes_grace_and_config(overlay: str) -> None:
     assert documents["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]["name"] == "contextlift"
 
 
+@pytest.mark.parametrize("overlay", ["cpu", "gpu"])
+def test_the_configmap_loads_as_settings_with_shadow_off(overlay: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy import Settings
+
+    config = {d["kind"]: d for d in render(overlay)}["ConfigMap"]["data"]
+    for name, value in config.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.shadow_rate == 0
+    assert settings.shadow_strategies == ["reorder", "medoid; k=3"]
+    assert str(settings.shadow_sink).startswith("/tmp/")
+
+
 def test_dockerfile_passes_hadolint() -> None:
     result = subprocess.run([str(BIN / "hadolint"), str(ROOT / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

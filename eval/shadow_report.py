@@ -1,0 +1,158 @@
+"""`contextlift shadow-report SINK --out DIR`: what shadow evaluation found on live traffic, as `report.md` and
+`report.html`. The share of position-sensitive requests (the served answer changed when the documents were
+reordered), each candidate's agreement with the served answer and its cost relative to it, all with 95%
+intervals, overall and per day."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.html import render_html
+from eval.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
+from proxy.shadow_sink import sink_files
+
+
+def sink_records(path: Path) -> list[dict[str, Any]]:
+    """Every record of the sink and its rotated files, oldest first; lines that do not parse are skipped."""
+    records = []
+    for file in sink_files(path):
+        for line in file.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("candidates"), list):
+                records.append(record)
+    return records
+
+
+def ratio_estimate(values: Sequence[float], seed: int = 0) -> Estimate:
+    """Mean of positive ratios with a percentile-bootstrap 95% interval (ratios are not bounded by 1)."""
+    data = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    n = len(data)
+    if n == 0:
+        return Estimate(math.nan, 0, math.nan, math.nan, math.nan)
+    means = data[np.random.default_rng(seed).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
+    stderr = float(np.std(data, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+    low, high = float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+    return Estimate(float(data.mean()), n, stderr, low, high)
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The report's numbers: position sensitivity, and per candidate agreement and cost ratios."""
+    sensitive = [float(r["position_sensitive"]) for r in records if r.get("position_sensitive") is not None]
+    rows: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        for row in record["candidates"]:
+            values = rows[str(row["strategy"])]
+            if row.get("error"):
+                values["errors"].append(1.0)
+                continue
+            values["errors"].append(0.0)
+            values["agrees"].append(float(bool(row["agrees"])))
+            values["exact"].append(float(bool(row["exact"])))
+            if record.get("position_sensitive"):
+                values["agrees_when_sensitive"].append(float(bool(row["agrees"])))
+            for key, served in (("calls", "calls"), ("tokens", "tokens"), ("seconds", "seconds")):
+                if record.get(served):
+                    values[f"{key}_ratio"].append(float(row[key]) / float(record[served]))
+    return {
+        "requests": len(records),
+        "position_sensitive": estimate(sensitive),
+        "candidates": {
+            name: {
+                "agrees": estimate(v["agrees"]),
+                "exact": estimate(v["exact"]),
+                "agrees_when_sensitive": estimate(v["agrees_when_sensitive"]),
+                "errors": estimate(v["errors"]),
+                "calls_ratio": ratio_estimate(v["calls_ratio"]),
+                "tokens_ratio": ratio_estimate(v["tokens_ratio"]),
+                "seconds_ratio": ratio_estimate(v["seconds_ratio"]),
+            }
+            for name, v in rows.items()
+        },
+    }
+
+
+def render_markdown(records: Sequence[dict[str, Any]], source: Path) -> str:
+    summary = summarise(records)
+    times = sorted(str(r.get("time", "")) for r in records)
+    span = f"{times[0]} to {times[-1]}" if times else "no records"
+    lines = [
+        "# Shadow evaluation",
+        "",
+        f"{summary['requests']} sampled requests from `{source.name}`, {span}. Without ground truth: an answer "
+        "*agrees* when it equals the served one after normalisation or its embedding is within cosine 0.75 of it.",
+        "",
+        "## Position sensitivity",
+        "",
+        "The served configuration, asked again with the documents reversed and in one random order: a request "
+        "whose answer changed depends on where its documents sit.",
+        "",
+        "| | share | 95% CI | n |",
+        "|---|---|---|---|",
+        f"| position-sensitive | {_share(summary['position_sensitive'])} | {_interval(summary['position_sensitive'])}"
+        f" | {summary['position_sensitive'].n} |",
+        "",
+        "## Candidates",
+        "",
+        "| candidate | agrees | 95% CI | exact | agrees when sensitive | errors | calls x | tokens x | latency x "
+        "(95% CI) | n |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, c in summary["candidates"].items():
+        lines.append(
+            f"| `{name}` | {_share(c['agrees'])} | {_interval(c['agrees'])} | {_share(c['exact'])} | "
+            f"{_share(c['agrees_when_sensitive'])} | {_share(c['errors'])} | {_ratio(c['calls_ratio'])} | "
+            f"{_ratio(c['tokens_ratio'])} | {_ratio(c['seconds_ratio'])} {_interval(c['seconds_ratio'], ratio=True)} "
+            f"| {c['agrees'].n} |"
+        )
+    lines += ["", "## Per day", "", "| day | requests | position-sensitive | 95% CI |", "|---|---|---|---|"]
+    for day, group in _by_day(records):
+        share = summarise(group)["position_sensitive"]
+        lines.append(f"| {day} | {len(group)} | {_share(share)} | {_interval(share)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_shadow_report(sink: Path, out: Path) -> dict[str, Any]:
+    """Write `report.md` and `report.html` for the records of `sink` into `out`; returns the summary.
+
+    Raises:
+        ValueError: the sink holds no record.
+    """
+    records = sink_records(sink)
+    if not records:
+        raise ValueError(f"no shadow records in {sink} (or its rotated files)")
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(records, sink)
+    (out / "report.md").write_text(markdown, encoding="utf-8")
+    (out / "report.html").write_text(render_html(markdown, out), encoding="utf-8")
+    return summarise(records)
+
+
+def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    days: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        days[str(record.get("time", ""))[:10] or "unknown"].append(record)
+    return sorted(days.items())
+
+
+def _share(e: Estimate) -> str:
+    return "-" if e.n == 0 else f"{e.value:.3f}"
+
+
+def _ratio(e: Estimate) -> str:
+    return "-" if e.n == 0 else f"{e.value:.2f}"
+
+
+def _interval(e: Estimate, *, ratio: bool = False) -> str:
+    if e.n == 0:
+        return "-"
+    return f"[{e.low:.2f}, {e.high:.2f}]" if ratio else f"[{e.low:.3f}, {e.high:.3f}]"
