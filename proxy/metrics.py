@@ -66,6 +66,9 @@ class ProxyMetrics:
             "contextlift_shadow_samples", "Requests sampled for shadow evaluation, by what became of them "
             "(evaluated, dropped-queue, dropped-budget, not-served, failed).", ["outcome"], registry=self.registry,
         )  # fmt: skip
+        self.shadow_pending = Gauge(
+            "contextlift_shadow_pending", "Sampled requests queued or being evaluated.", registry=self.registry
+        )
         self.shadow_agreement = Counter(
             "contextlift_shadow_agreement", "Shadow runs of a candidate pipeline, by whether its answer agrees "
             "with the served one (agrees, differs, error).", ["candidate", "outcome"], registry=self.registry,

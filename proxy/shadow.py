@@ -129,6 +129,8 @@ class Shadow:
             self._queue.put_nowait((case, calls, tokens, seconds))
         except asyncio.QueueFull:
             self._metrics.shadow_samples.labels("dropped-queue").inc()
+            return
+        self._metrics.shadow_pending.inc()
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._work(), name=f"shadow-{i}") for i in range(self._workers)]
@@ -159,6 +161,7 @@ class Shadow:
                 log.warning("shadow evaluation failed", error=f"{type(error).__name__}: {error}")
             finally:
                 self._queue.task_done()
+                self._metrics.shadow_pending.dec()
 
     async def _evaluate(self, case: ShadowCase, served_calls: int, served_tokens: int, served_seconds: float) -> None:
         request = replace(case.request, body={k: v for k, v in case.request.body.items() if k not in _NOT_FOR_SHADOW})

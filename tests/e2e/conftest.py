@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,14 +16,15 @@ from proxy.local_model import free_port
 STARTUP_SECONDS = 240
 
 
-@pytest.fixture(scope="session")
-def proxy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`contextlift serve` in front of the embedded SmolLM2 model, as a user starts it."""
-    log_path = tmp_path_factory.mktemp("e2e") / "serve.log"
+@contextlib.contextmanager
+def serving(log_path: Path, **settings: str) -> Iterator[str]:
+    """`contextlift serve` in front of the embedded SmolLM2 model, as a user starts it, with `settings` as
+    CONTEXTLIFT_ environment variables; yields its URL once ready, stops it after."""
     log = log_path.open("wb")
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CONTEXTLIFT_LOG_FORMAT": "json"}
     env.pop("CONTEXTLIFT_UPSTREAM_URL", None)
+    env.update({f"CONTEXTLIFT_{name.upper()}": value for name, value in settings.items()})
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
         env=env,
@@ -42,10 +45,19 @@ def proxy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     else:
         process.kill()
         raise RuntimeError("contextlift serve did not become ready")
-    yield url
-    process.terminate()
     try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def proxy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The proxy in front of the embedded model, for the whole session."""
+    with serving(tmp_path_factory.mktemp("e2e") / "serve.log") as url:
+        yield url

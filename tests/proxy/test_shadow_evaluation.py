@@ -62,6 +62,8 @@ def metric(client: Any, name: str, **labels: str) -> float:
     text = client.get("/metrics").text
     wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
+        if not labels and line.startswith(f"{name} "):
+            return float(line.rsplit(" ", 1)[1])
         if line.startswith(f"{name}{{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return 0.0 if wanted else float("nan")
@@ -81,6 +83,7 @@ def test_the_response_is_the_same_bytes_with_shadow_on(make_client: Any, fake: F
     assert visible(shadowed) == visible(baseline)
     settle(on)
     assert shadow_of(on).records == 1
+    assert metric(on, "contextlift_shadow_pending") == 0
     # The served call, then the candidate and the two other orders: after the response, in the background.
     assert len(fake.requests) == 2 + 3
     assert all(not json.loads(r.content).get("stream") for r in fake.requests[2:])
@@ -111,6 +114,7 @@ def test_a_full_queue_drops_and_counts(make_client: Any, fake: FakeUpstream) -> 
     statuses = [on.post("/v1/chat/completions", json=BODY).status_code for _ in range(3)]
     assert statuses == [200, 200, 200]
     assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-queue") >= 1
+    assert metric(on, "contextlift_shadow_pending") == 2  # one hanging in the worker, one waiting
 
 
 def test_the_budget_drops_what_would_go_past_it(make_client: Any, fake: FakeUpstream) -> None:
