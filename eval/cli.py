@@ -20,14 +20,50 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     """Add `eval` and `eval-merge` to the `contextlift` command line."""
     evaluate = commands.add_parser("eval", help="replay the papers' benchmarks through the proxy and report lifts")
     add_eval_arguments(evaluate)
+    evaluate.add_argument("--write-policy", type=Path, help="also write a policy for `auto` from this run's report")
+    evaluate.add_argument("--max-cost", help="for --write-policy: ceiling relative to none, e.g. calls=2,latency=1.5")
     evaluate.set_defaults(run=_eval, settings_overrides=_eval_overrides)
     merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
     add_merge_arguments(merge)
     merge.set_defaults(run=_merge, settings=False)
+    policy = commands.add_parser("policy", help="write a policy for `auto` from eval reports (or print an example)")
+    policy.add_argument("reports", nargs="*", type=Path, help="report folders (each with results.json and run.json)")
+    policy.add_argument("--out", type=Path, help="the policy file (default: standard output)")
+    policy.add_argument("--max-cost", help="ceiling relative to none, e.g. calls=2,latency=1.5")
+    policy.add_argument("--example", action="store_true", help="print a small valid policy file with comments")
+    policy.set_defaults(run=_policy, settings=False)
     shadow = commands.add_parser("shadow-report", help="report what shadow evaluation found on live traffic")
     shadow.add_argument("sink", type=Path, help="the proxy's shadow_sink file (its rotated files are read too)")
     shadow.add_argument("--out", type=Path, required=True, help="folder for report.md and report.html")
     shadow.set_defaults(run=_shadow_report, settings=False)
+
+
+def _policy(args: argparse.Namespace, _: None) -> int:
+    if args.example:
+        from proxy.policy import example_policy
+
+        print(example_policy(), end="")
+        return 0
+    if not args.reports:
+        print("contextlift policy: name report folders, or --example", file=sys.stderr)
+        return 2
+    return _write_policy(args.reports, args.max_cost, args.out)
+
+
+def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -> int:
+    from eval.policy_writer import CostCeiling, write_policy
+
+    try:
+        text = write_policy(reports, CostCeiling.parse(max_cost))
+    except (OSError, ValueError, KeyError) as error:
+        print(f"contextlift policy: {error}", file=sys.stderr)
+        return 2
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text)
+        print(f"policy: {out}", file=sys.stderr)
+    return 0
 
 
 def _shadow_report(args: argparse.Namespace, _: None) -> int:
@@ -53,11 +89,15 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     if not args.shard and not _can_plot():
         return _reporting_eval_errors(_missing_extra)
     if args.proxy:
-        return _reporting_eval_errors(lambda: run_eval(args, args.proxy))
-    from eval.local_proxy import proxy_in_process
+        code = _reporting_eval_errors(lambda: run_eval(args, args.proxy))
+    else:
+        from eval.local_proxy import proxy_in_process
 
-    with proxy_in_process(settings) as proxy_url:
-        return _reporting_eval_errors(lambda: run_eval(args, proxy_url))
+        with proxy_in_process(settings) as proxy_url:
+            code = _reporting_eval_errors(lambda: run_eval(args, proxy_url))
+    if code == 0 and args.write_policy is not None and not args.shard:
+        return _write_policy([args.out], args.max_cost, args.write_policy)
+    return code
 
 
 def _merge(args: argparse.Namespace, _: None) -> int:

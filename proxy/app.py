@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -31,6 +34,7 @@ from proxy.errors import (
     UpstreamStatusError,
 )
 from proxy.paths import canonical_path, encoded_path
+from proxy.policy import BUILT_IN, PolicyError, load_policy
 from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
@@ -95,9 +99,13 @@ def create_app(
     state.services = Services(embedder=embedder, observe_step=state.metrics.observe_step)
     if real_embedder is None:
         state.embedder_ready.set()
+    try:
+        state.policy = load_policy(settings.policy_file, state.resolve)
+    except PolicyError as error:
+        raise SettingsError(str(error)) from None
     for model, text in settings.default_strategies.items():
         try:
-            state.default_pipelines[model] = state.resolve(text, "default_strategies")
+            state.default_pipelines[model] = state.select(text, "default_strategies")
         except ProxyError as error:
             raise SettingsError(f"default_strategies[{model!r}]: {error.message}") from None
     if settings.shadow_rate > 0:
@@ -110,9 +118,12 @@ def create_app(
         log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
         if state.shadow is not None:
             state.shadow.start()
+        watching = asyncio.create_task(_watch_policy(state)) if settings.policy_file != BUILT_IN else None
         try:
             yield
         finally:
+            if watching is not None:
+                watching.cancel()
             state.shutting_down = True
             if loading is not None:
                 loading.cancel()
@@ -206,6 +217,38 @@ class ProxyApp(Litestar):
             http["path"] = path
             http["raw_path"] = encoded_path(path).encode()
         await super().__call__(scope, receive, send)
+
+
+async def _watch_policy(state: ProxyState) -> None:
+    """Re-read the policy file on SIGHUP and when its modification time changes (checked every
+    `policy_poll_seconds`); a file that does not validate leaves the policy in force."""
+    loop = asyncio.get_running_loop()
+    hangup = asyncio.Event()
+    # Not possible off the main thread (an app under test) or without SIGHUP: the file's time still counts.
+    with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+        loop.add_signal_handler(signal.SIGHUP, hangup.set)
+    path = Path(state.settings.policy_file)
+    seen = _modified(path)
+    try:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(state.settings.policy_poll_seconds):
+                    await hangup.wait()
+            modified = _modified(path)
+            if hangup.is_set() or modified != seen:
+                hangup.clear()
+                seen = modified
+                state.reload_policy()
+    finally:
+        with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+            loop.remove_signal_handler(signal.SIGHUP)
+
+
+def _modified(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedder) -> None:

@@ -28,6 +28,7 @@ from proxy.errors import (
 from proxy.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
 from proxy.key_guard import KeyGuard
 from proxy.off_loop import LARGE_BODY, off_loop, reading
+from proxy.policy import Auto, RequestFeatures
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
@@ -71,10 +72,15 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     # The body field selecting strategies is consumed below: the client's bytes then no longer match.
     verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
-    pipeline = state.select_pipeline(request.headers, body)
-    chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
-    record.documents = len(chat.documents)
-    record.document_format = chat.detection
+    selection = state.select_pipeline(request.headers, body)
+    if isinstance(selection, Auto):
+        pipeline, found = await _auto(body, state, record)
+        chat = found if pipeline.steps else ChatRequest(body=body)
+    else:
+        pipeline = selection
+        found = chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
+    record.documents = len(found.documents)
+    record.document_format = found.detection
     record.requested = pipeline
     _check_choices(pipeline, chat)
     if state.shadow is not None and state.shadow.sampled():
@@ -127,6 +133,24 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         media_type="text/event-stream",
         headers={**headers, **_STREAM_HEADERS},
     )
+
+
+async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) -> tuple[Pipeline, ChatRequest]:
+    """The policy's pipeline for this request, and the request with its documents found."""
+    found = await _documents_of(body, Pipeline(), state)
+    tokenizer = state.tokenizer
+    tokens = await off_loop(lambda: tokenizer.count(found.documents_text())) if found.documents else 0
+    features = RequestFeatures(
+        model=record.model,
+        documents=len(found.documents),
+        document_tokens=tokens,
+        format=found.detection.split(";", 1)[0].split(":", 1)[0].strip(),
+        stream=found.stream,
+    )
+    choice = state.policy.choose(features)
+    record.policy = choice.header
+    state.metrics.policy_rules.labels(choice.rule).inc()
+    return choice.pipeline, found
 
 
 async def _shadow_case(

@@ -66,6 +66,14 @@ class ProxyMetrics:
             "contextlift_shadow_samples", "Requests sampled for shadow evaluation, by what became of them "
             "(evaluated, dropped-queue, dropped-budget, not-served, failed).", ["outcome"], registry=self.registry,
         )  # fmt: skip
+        self.policy_rules = Counter(
+            "contextlift_policy_rules", "Requests that asked for auto, by the policy rule applied (none: no match).",
+            ["rule"], registry=self.registry,
+        )  # fmt: skip
+        self.policy_reloads = Counter(
+            "contextlift_policy_reloads", "Policy files read, by outcome (loaded, refused).", ["outcome"],
+            registry=self.registry,
+        )  # fmt: skip
         self.shadow_pending = Gauge(
             "contextlift_shadow_pending", "Sampled requests queued or being evaluated.", registry=self.registry
         )

@@ -51,6 +51,8 @@ class RequestRecord:
     error: str | None = None
     first_event_seconds: float | None = None
     """For streams: time from the request to the first event relayed."""
+    policy: str | None = None
+    """For `auto`: the rule applied and its evidence (`X-Context-Policy`)."""
     shadow: ShadowCase | None = None
     """Set when the request was sampled for shadow evaluation: what was served, for the evaluation to compare."""
     on_complete: Callable[[RequestRecord, float], None] | None = None
@@ -86,6 +88,7 @@ class RequestRecord:
             "x-context-upstream-calls": str(max(self.ledger.calls, self.planned_calls or 0)),
             "x-context-upstream-failures": self.ledger.failures_summary(),
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
+            **({"x-context-policy": self.policy} if self.policy is not None else {}),
         }
 
     def finish(self, status: int | None = None) -> None:

@@ -222,6 +222,16 @@ class Settings(BaseSettings):
         description="Seconds between SSE comments sent while a strategy that cannot stream (medoid) works, "
         "so clients and load balancers do not time the stream out.",
     )
+    policy_file: str = Field(
+        "built-in",
+        description="Policy that `X-Context-Strategy: auto` (or `auto` as a default) applies: a TOML file written "
+        "by `contextlift eval --write-policy`, or built-in (measured on the embedded model: on other models no "
+        "rule matches and auto applies none). Re-read on SIGHUP and when the file changes; a bad file is refused "
+        "and the policy in force stays.",
+    )
+    policy_poll_seconds: float = Field(
+        5.0, gt=0, description="How often the policy file's modification time is checked for a reload."
+    )
     shadow_rate: float = Field(
         0.0,
         ge=0.0,

@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
 from litestar import Request
 
 from proxy.admission import Admission
 from proxy.errors import InvalidStrategy
 from proxy.metrics import ProxyMetrics
+from proxy.policy import AUTO, Auto, Policy, PolicyError, load_policy
 from proxy.request_log import RequestLog, RequestRecord
 from proxy.settings import Settings
 from proxy.shadow import Shadow
@@ -30,6 +32,7 @@ from strategies import (
 )
 
 STRATEGY_HEADER = "X-Context-Strategy"
+log = structlog.get_logger("contextlift.policy")
 STRATEGY_FIELD = "context_strategy"
 
 
@@ -38,7 +41,7 @@ class ProxyState:
     settings: Settings
     registry: StrategyRegistry
     upstream: UpstreamClient
-    default_pipelines: dict[str, Pipeline] = field(default_factory=dict)
+    default_pipelines: dict[str, Pipeline | Auto] = field(default_factory=dict)
     """`settings.default_strategies`, resolved once at start-up so a bad one fails there, not per request."""
     services: Services = field(default_factory=Services)
     embedder_ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -49,6 +52,8 @@ class ProxyState:
     """Every request's record; each completed one goes to `metrics`, and a sampled one to `shadow`."""
     shadow: Shadow | None = None
     """Shadow evaluation, when `shadow_rate` > 0."""
+    policy: Policy = field(default_factory=lambda: Policy("none", ()))
+    """What `auto` applies; replaced whole by `reload_policy`, never edited."""
     startup_error: str | None = None
     shutting_down: bool = False
     drain_deadline: float | None = None
@@ -110,6 +115,23 @@ class ProxyState:
     def tokenizer(self) -> Tokenizer:
         return self.services.tokenizer
 
+    def select(self, text: str, param: str) -> Pipeline | Auto:
+        """`resolve`, or `Auto` for the selection `auto` (alone: the policy's choice is a whole pipeline)."""
+        return Auto(param) if text.strip().lower() == AUTO else self.resolve(text, param)
+
+    def reload_policy(self) -> bool:
+        """Read the policy file again; a file that does not validate is refused, logged, and the policy in force
+        stays. Returns whether the policy was replaced."""
+        try:
+            self.policy = load_policy(self.settings.policy_file, self.resolve)
+        except PolicyError as error:
+            log.error("policy refused; the one in force stays", error=str(error))
+            self.metrics.policy_reloads.labels("refused").inc()
+            return False
+        log.info("policy loaded", source=self.policy.source, rules=len(self.policy.rules))
+        self.metrics.policy_reloads.labels("loaded").inc()
+        return True
+
     def resolve(self, text: str, param: str) -> Pipeline:
         """The pipeline a selection asks for.
 
@@ -132,19 +154,20 @@ class ProxyState:
             )
         return pipeline
 
-    def select_pipeline(self, headers: Mapping[str, str], body: dict[str, Any]) -> Pipeline:
-        """The pipeline for a request: its header, else its body field, else the model's default.
+    def select_pipeline(self, headers: Mapping[str, str], body: dict[str, Any]) -> Pipeline | Auto:
+        """The pipeline for a request: its header, else its body field, else the model's default; `Auto` where
+        that says `auto` (the policy chooses once the documents are found).
 
         The body field is removed from `body`, so it never reaches the upstream.
         """
         from_field = body.pop(STRATEGY_FIELD, None)
         from_header = headers.get(STRATEGY_HEADER.lower())
         if from_header is not None:
-            return self.resolve(from_header, STRATEGY_HEADER)
+            return self.select(from_header, STRATEGY_HEADER)
         if from_field is not None:
             if not isinstance(from_field, str):
                 raise InvalidStrategy(f"'{STRATEGY_FIELD}' must be a string", param=STRATEGY_FIELD)
-            return self.resolve(from_field, STRATEGY_FIELD)
+            return self.select(from_field, STRATEGY_FIELD)
         model = body.get("model")
         default = self.default_pipelines.get(model) if isinstance(model, str) else None
         return default or self.default_pipelines.get("*") or Pipeline()

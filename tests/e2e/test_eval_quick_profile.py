@@ -1,5 +1,6 @@
 """`contextlift eval --profile quick` against the real local model, as the README runs it: every report file
-is written, and every accuracy in report.md is the mean of its cases in samples.jsonl."""
+is written, every accuracy in report.md is the mean of its cases in samples.jsonl, and the policy it writes
+(`--write-policy`) is loaded by a proxy whose `auto` applies what the report recommended."""
 
 from __future__ import annotations
 
@@ -22,7 +23,18 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("CONTEXTLIFT_UPSTREAM_URL", None)
     done = subprocess.run(
-        [sys.executable, "-m", "proxy.cli", "eval", "--profile", "quick", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "eval",
+            "--profile",
+            "quick",
+            "--out",
+            str(out),
+            "--write-policy",
+            str(out / "policy.toml"),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -72,3 +84,26 @@ def test_report_md_agrees_with_samples_jsonl(report: Path) -> None:
                     assert float(cell.split(" ± ")[0]) == pytest.approx(sum(values) / len(values), abs=5e-4)
                     checked += 1
     assert checked >= 60
+
+
+def test_a_proxy_loads_the_written_policy_and_auto_applies_it(report: Path, tmp_path: Path) -> None:
+    import httpx
+
+    from tests.e2e.conftest import serving
+    from tests.e2e.test_strategies_on_local_model import MESSAGES
+
+    policy = report / "policy.toml"
+    rules = re.findall(r'^strategy = "(.*)"$', policy.read_text(), re.M)
+    results = json.loads((report / "results.json").read_text())
+    recommended = [r for r in results["best_pipeline"] if r["task"] == "litm-qa" and r["verdict"] == "significant"]
+    # One sample per position cannot make a lift significant: the report recommends nothing, the policy agrees.
+    assert [r["strategy"] for r in recommended] == rules
+    with serving(tmp_path / "serve.log", policy_file=str(policy)) as url:
+        body = {"model": "smollm2", "messages": MESSAGES, "max_tokens": 8}
+        response = httpx.post(
+            f"{url}/v1/chat/completions", json=body, headers={"X-Context-Strategy": "auto"}, timeout=300
+        )
+    assert response.status_code == 200
+    expected = rules[0] if rules else "none"
+    assert response.headers["x-context-strategy"].startswith(expected)
+    assert response.headers["x-context-policy"].startswith("rule=" if rules else "none; reason=no-rule-matched")

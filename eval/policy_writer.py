@@ -1,0 +1,162 @@
+"""A policy for `auto`, written from eval reports: per model and prompt shape, the pipeline with the best
+measured lift whose 95% interval excludes zero in some regime and goes below zero in none, within the
+operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a comment saying why.
+
+The file is written as text rather than through a TOML writer: its comments, which carry the reasoning next to
+each rule, are the point, and TOML writers drop comments. It is read back through the proxy's own schema before
+it is returned, so what is written always loads.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SHAPE_FORMATS = {
+    "paper": "litm",
+    "langchain-stuff": "paragraphs",
+    "langchain-retrievalqa": "paragraphs",
+    "llamaindex": "metadata-blocks",
+    "dspy": "numbered",
+}
+"""The shape detection reports (`X-Context-Format`, first word) for each prompt shape the eval renders in
+(tests/eval/test_prompt_shapes_are_detected.py pins these)."""
+POSITIONED_TASKS = ("litm-qa",)
+"""Tasks whose prompt shape maps to a detected format (SHAPE_FORMATS is litm-qa's), so a rule can tell their
+requests apart in live traffic."""
+
+
+@dataclass(frozen=True, slots=True)
+class CostCeiling:
+    """The most a rule's pipeline may cost relative to `none`: upstream calls, and median latency."""
+
+    calls: float | None = None
+    latency: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> CostCeiling:
+        """`calls=2,latency=1.5` (either may be left out).
+
+        Raises:
+            ValueError: an unknown key or a value that is not a positive number.
+        """
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in (text or "").split(","))):
+            key, _, value = part.partition("=")
+            if key not in ("calls", "latency"):
+                raise ValueError(f"--max-cost {text!r}: keys are calls and latency, e.g. calls=2,latency=1.5")
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--max-cost {text!r}: {key} must be a number") from None
+            if values[key] <= 0:
+                raise ValueError(f"--max-cost {text!r}: {key} must be positive")
+        return cls(**values)
+
+    def allows(self, cost: dict[str, Any] | None) -> bool:
+        if cost is None:
+            return self.calls is None and self.latency is None
+        if self.calls is not None and float(cost.get("calls_vs_none", 1.0)) > self.calls:
+            return False
+        return self.latency is None or float(cost.get("p50_s_vs_none", 1.0)) <= self.latency
+
+
+def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
+    """The policy's text for the reports (folders holding results.json and run.json).
+
+    Raises:
+        ValueError: a folder without results, or a policy that would not load (a bug, not the user's).
+        OSError: a file cannot be read.
+    """
+    lines = [
+        "# contextlift policy, written by `contextlift policy` from: " + ", ".join(str(r) for r in reports),
+        f"# cost ceiling relative to none: calls {ceiling.calls or 'any'}, median latency {ceiling.latency or 'any'}",
+        "version = 1",
+        f"description = {json.dumps('from ' + ', '.join(r.name for r in reports))}",
+    ]
+    ids: set[str] = set()
+    for report in reports:
+        results = json.loads((report / "results.json").read_text())
+        run = json.loads((report / "run.json").read_text())
+        lines += _rules(report, results, run, ceiling, ids)
+    text = "\n".join(lines) + "\n"
+    from proxy.policy import PolicyFile  # the proxy's own schema: what is written must load
+
+    PolicyFile.model_validate(tomllib.loads(text))
+    return text
+
+
+def _rules(
+    report: Path, results: dict[str, Any], run: dict[str, Any], ceiling: CostCeiling, ids: set[str]
+) -> list[str]:
+    model = str(run.get("model") or "*")
+    # run.json has no date of its own: the results' file time is when the report was written.
+    date = datetime.fromtimestamp((report / "results.json").stat().st_mtime, UTC).date().isoformat()
+    costs = {(c["task"], c["strategy"]): c for c in results.get("cost", [])}
+    sizes: dict[str, int] = defaultdict(int)
+    for row in results.get("accuracy", []):
+        sizes[row["task"]] = max(sizes[row["task"]], int(row["size"] or 0))
+    lifts: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for row in results.get("lift", []):
+        if row["size"] is None and row["task"] in POSITIONED_TASKS:
+            lifts[row["task"]][row["strategy"]].append(row)
+    out: list[str] = []
+    for task, by_strategy in sorted(lifts.items()):
+        shape = str(run.get("tasks", {}).get(task, {}).get("prompt", "paper"))
+        fmt = SHAPE_FORMATS.get(shape)
+        if fmt is None:
+            continue
+        qualified = [
+            (sum(r["value"] for r in rows) / len(rows), strategy, max(rows, key=lambda r: r["ci95"][0]))
+            for strategy, rows in by_strategy.items()
+            if any(r["ci95"][0] > 0 for r in rows)
+            and all(r["ci95"][1] >= 0 for r in rows)
+            and ceiling.allows(costs.get((task, strategy)))
+        ]
+        out.append("")
+        if not qualified:
+            out.append(f"# {task} ({shape} prompts, detected as {fmt}) on {model}: no pipeline's lift excludes zero")
+            out.append("# within the cost ceiling, so auto applies none to these requests.")
+            continue
+        mean, strategy, row = max(qualified, key=lambda q: (q[0], q[2]["ci95"][0]))
+        rule_id = _unique(f"{model}-{task}-{fmt}", ids)
+        evidence_id = f"{report.name}#{task}/{row['variant']}/{strategy}"
+        cost = costs.get((task, strategy), {})
+        out += [
+            f"# {task} ({shape} prompts, detected as {fmt}): best of {len(qualified)} qualifying pipeline(s); mean "
+            f"lift over regimes {mean:+.3f}; calls x{float(cost.get('calls_vs_none', 1)):.2f}, median latency "
+            f"x{float(cost.get('p50_s_vs_none', 1)):.2f}",
+            "[[rule]]",
+            f"id = {json.dumps(rule_id)}",
+            f"model = {json.dumps(model + '*' if model != '*' else '*')}",
+            f"documents = [2, {max(2, sizes[task])}]",
+            f"formats = [{json.dumps(fmt)}]",
+            f"strategy = {json.dumps(strategy)}",
+            "evidence = { "
+            + ", ".join(
+                [
+                    f"id = {json.dumps(evidence_id)}",
+                    f"lift = {row['value']:.4f}",
+                    f"ci95 = [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
+                    f"n = {int(row['n'])}",
+                    f"report = {json.dumps(str(report))}",
+                    f"date = {json.dumps(date)}",
+                ]
+            )
+            + " }",
+        ]
+    return out
+
+
+def _unique(name: str, ids: set[str]) -> str:
+    base = "".join(c if c.isalnum() or c in "._:-" else "-" for c in name)[:60].strip("-") or "rule"
+    candidate, number = base, 2
+    while candidate in ids:
+        candidate, number = f"{base}-{number}", number + 1
+    ids.add(candidate)
+    return candidate

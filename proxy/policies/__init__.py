@@ -1,0 +1,1 @@
+"""Policy files shipped with contextlift: the built-in reference policy and the commented example."""

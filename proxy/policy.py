@@ -1,0 +1,166 @@
+"""`auto`: the pipeline chosen per request by a policy written from measured lift.
+
+A policy file (TOML) lists rules in order; the first whose conditions match the request applies its pipeline.
+Conditions are what the proxy sees cheaply once documents are detected: the model (a glob), the number of
+documents, their tokens, the detected format, streaming. Every rule carries the evidence it was chosen on
+(lift, 95% interval, n, report, date), which the response names in `X-Context-Policy`. A policy is validated
+whole before it replaces the one in force: every pipeline must resolve within the operator's caps, so a rule can
+never raise a request's cost above them. `contextlift policy --example` prints a commented example.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from strategies import Pipeline
+
+AUTO = "auto"
+"""The selection that asks for the policy's choice."""
+BUILT_IN = "built-in"
+"""`policy_file` value (the default) for the policy shipped with contextlift, measured on the embedded model."""
+
+
+class PolicyError(Exception):
+    """A policy file that cannot be read, parsed or resolved; the policy in force stays."""
+
+
+class Evidence(BaseModel):
+    """What a rule was chosen on: the paired lift over `none` and its 95% interval, from one report."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(max_length=200, description="Names the row of the report the rule came from.")
+    lift: float
+    ci95: tuple[float, float]
+    n: int = Field(ge=1)
+    report: str = Field(max_length=500)
+    date: str = Field(max_length=40)
+
+
+class Rule(BaseModel):
+    """One rule: conditions (all optional; an absent one matches anything) and the pipeline to apply."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    model: str = Field("*", max_length=200, description="fnmatch pattern of the request's model.")
+    documents: tuple[int, int] | None = Field(None, description="Inclusive range of detected documents.")
+    document_tokens: tuple[int, int] | None = Field(None, description="Inclusive range of the documents' tokens.")
+    formats: tuple[str, ...] | None = Field(None, description="Detected formats (`X-Context-Format` shapes).")
+    stream: bool | None = None
+    strategy: str = Field(max_length=500, description="The pipeline, as `X-Context-Strategy` would name it.")
+    evidence: Evidence | None = Field(None, description="Absent only for a rule that applies `none`.")
+
+    @model_validator(mode="after")
+    def _evidence_unless_none(self) -> Rule:
+        if self.evidence is None and self.strategy.strip() != "none":
+            raise ValueError(f"rule {self.id!r}: a rule that applies a strategy carries its evidence")
+        for bounds in (self.documents, self.document_tokens):
+            if bounds is not None and not 0 <= bounds[0] <= bounds[1]:
+                raise ValueError(f"rule {self.id!r}: a range is [low, high] with 0 <= low <= high")
+        return self
+
+
+class PolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal[1] = 1
+    description: str = Field("", max_length=2000)
+    rule: tuple[Rule, ...] = Field((), max_length=1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Auto:
+    """The selection `auto`: the pipeline is the policy's choice, made once the request's documents are known."""
+
+    param: str
+    """Where the selection came from (the header, the body field, a default), for errors."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFeatures:
+    """What a rule may look at."""
+
+    model: str | None
+    documents: int
+    document_tokens: int
+    format: str
+    """The detected shape without its details (`litm`, `xml` ...), or `none`."""
+    stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The outcome of `auto` for one request: the pipeline and what `X-Context-Policy` says about it."""
+
+    pipeline: Pipeline
+    rule: str
+    """The rule's id, or `none` when no rule matched."""
+    header: str
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated policy, each rule with its pipeline resolved."""
+
+    source: str
+    rules: tuple[tuple[Rule, Pipeline], ...]
+
+    def choose(self, features: RequestFeatures) -> Choice:
+        for rule, pipeline in self.rules:
+            if _matches(rule, features):
+                header = f"rule={rule.id}"
+                if rule.evidence is not None:
+                    e = rule.evidence
+                    header += f"; evidence={e.id}; lift={e.lift:+.3f} [{e.ci95[0]:+.3f}, {e.ci95[1]:+.3f}]; n={e.n}"
+                return Choice(pipeline, rule.id, header)
+        return Choice(Pipeline(), "none", f"none; reason=no-rule-matched; policy={self.source}")
+
+
+def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline]) -> Policy:
+    """Read and validate a policy; `resolve` turns a rule's strategy text into a pipeline within the caps.
+
+    Raises:
+        PolicyError: unreadable, not TOML, not a policy, or a rule whose pipeline does not resolve.
+    """
+    try:
+        if str(path) == BUILT_IN:
+            text, source = resources.files("proxy.policies").joinpath("reference.toml").read_text(), BUILT_IN
+        else:
+            text, source = Path(path).read_text(encoding="utf-8"), Path(path).name
+        parsed = PolicyFile.model_validate(tomllib.loads(text))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
+        raise PolicyError(f"policy {path}: {error}") from None
+    ids = [rule.id for rule in parsed.rule]
+    if len(set(ids)) != len(ids):
+        raise PolicyError(f"policy {path}: rule ids repeat")
+    rules = []
+    for rule in parsed.rule:
+        try:
+            rules.append((rule, resolve(rule.strategy, f"policy rule {rule.id}")))
+        except Exception as error:  # the resolver's own error, whatever it is, refuses the file
+            raise PolicyError(f"policy {path}: rule {rule.id!r}: {getattr(error, 'message', error)}") from None
+    return Policy(source, tuple(rules))
+
+
+def example_policy() -> str:
+    """A small valid policy file with comments (`contextlift policy --example`)."""
+    return resources.files("proxy.policies").joinpath("example.toml").read_text()
+
+
+def _matches(rule: Rule, features: RequestFeatures) -> bool:
+    if not fnmatch.fnmatchcase(features.model or "", rule.model):
+        return False
+    if rule.documents is not None and not rule.documents[0] <= features.documents <= rule.documents[1]:
+        return False
+    tokens = rule.document_tokens
+    if tokens is not None and not tokens[0] <= features.document_tokens <= tokens[1]:
+        return False
+    if rule.formats is not None and features.format not in rule.formats:
+        return False
+    return rule.stream is None or rule.stream == features.stream
