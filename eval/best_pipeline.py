@@ -1,5 +1,6 @@
-"""The best pipeline per regime: for each task and variant, the strategy with the highest paired lift over
-`none` over all sizes, and whether its bootstrap 95% interval excludes zero. Computed from the lift rows."""
+"""The verdict the report opens with: for each task and variant, the strategy with the highest paired lift over
+`none` over all sizes, whether its bootstrap 95% interval excludes zero, what it costs, and whether the model
+lets the regime rank anything at all. Computed from the lift and cost rows."""
 
 from __future__ import annotations
 
@@ -40,9 +41,15 @@ def best_pipelines(lifts: Sequence[dict[str, Any]], order: Sequence[str]) -> lis
                 "tied_with": [r["strategy"] for r in ranked[1:] if leader["value"] - r["value"] < _TIE],
                 "above_zero": [r["strategy"] for r in ranked if r["ci95"][0] > 0],
                 "below_zero": [r["strategy"] for r in ranked if r["ci95"][1] < 0],
+                "rankable": not all(_flat(r) for r in rows),
             }
         )
     return best
+
+
+def _flat(row: dict[str, Any]) -> bool:
+    """A lift of exactly zero on every pair: the strategy answered each case as `none` did (scores the same)."""
+    return bool(abs(row["value"]) < _TIE and abs(row["ci95"][0]) < _TIE and abs(row["ci95"][1]) < _TIE)
 
 
 def _verdict(leader: dict[str, Any]) -> str:
@@ -51,27 +58,46 @@ def _verdict(leader: dict[str, Any]) -> str:
     return "significant" if leader["ci95"][0] > 0 else "not significant"
 
 
-def best_pipeline_section(rows: list[dict[str, Any]]) -> list[str]:
-    """The report's section, one row per task and variant."""
+def best_pipeline_section(rows: list[dict[str, Any]], costs: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """The report's opening section, the verdict: per task and variant, the pipeline to switch on (the best
+    whose interval excludes zero, else `none`), its lift and cost; regimes where every strategy scored exactly
+    as `none` did cannot rank anything on this model and come last."""
     if not rows:
         return []
+    cost = {(c["task"], c["strategy"]): c for c in costs}
     lines = [
-        "## Best pipeline per regime",
+        "## Verdict",
         "",
         "per task and variant, the strategy with the highest lift over `none` over all sizes (the `all` rows of "
         "each lift table; equal lifts go to the higher lower bound), and whether its bootstrap 95% interval "
-        "excludes zero. The best of several strategies is picked after the fact, which favours a lucky one: an "
-        "interval that only just excludes zero is weak evidence (no correction for multiple comparisons)",
+        "excludes zero: `recommend` is what `contextlift policy` would write for it. The best of several "
+        "strategies is picked after the fact, which favours a lucky one: an interval that only just excludes "
+        "zero is weak evidence (no correction for multiple comparisons)",
         "",
-        "| task | variant | best | lift | 95% CI | n | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| task | variant | recommend | best | lift | 95% CI | n | calls x | latency x | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in sorted(rows, key=lambda r: (r["task"], r["variant"] != "standard", r["variant"])):
+    ordered = sorted(
+        rows, key=lambda r: (not r.get("rankable", True), r["task"], r["variant"] != "standard", r["variant"])
+    )
+    for row in ordered:
+        spent = cost.get((row["task"], row["strategy"]), {})
+        recommend = f"`{row['strategy']}`" if row["verdict"] == "significant" else "`none`"
+        verdict = (
+            _verdict_cell(row)
+            if row.get("rankable", True)
+            else "cannot rank on this model: every strategy scored as `none` did"
+        )
         lines.append(
-            f"| {row['task']} | {row['variant']} | {_best_cell(row)} | {row['value']:+.3f} | "
-            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row['n']} | {_verdict_cell(row)} |"
+            f"| {row['task']} | {row['variant']} | {recommend} | {_best_cell(row)} | {row['value']:+.3f} | "
+            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row['n']} | {_times(spent.get('calls_vs_none'))} | "
+            f"{_times(spent.get('p50_s_vs_none'))} | {verdict} |"
         )
     return [*lines, ""]
+
+
+def _times(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
 
 
 def _best_cell(row: dict[str, Any]) -> str:

@@ -195,8 +195,9 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
         "same cases, with a bootstrap 95% interval in brackets",
         "",
     ]
+    # The verdict first: what to switch on is what a reader opens the report for; the notes on data come after.
+    lines += best_pipeline_section(data["best_pipeline"], data["cost"])
     lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
-    lines += best_pipeline_section(data["best_pipeline"])
     accuracy = data["accuracy"]
     for task in _order(a["task"] for a in accuracy):
         meta = info["tasks"].get(task, {})

@@ -39,8 +39,8 @@ def test_the_highest_lift_whose_interval_excludes_zero_is_significant() -> None:
     assert (row["verdict"], row["tied_with"]) == ("significant", [])
     assert (row["above_zero"], row["below_zero"]) == (["reorder", "recite"], [])
     assert (
-        "| litm-qa | standard | `reorder` | +0.300 | [+0.200, +0.400] | 30 | significant: the interval excludes zero |"
-        in (best_pipeline_section([row]))
+        "| litm-qa | standard | `reorder` | `reorder` | +0.300 | [+0.200, +0.400] | 30 | - | - | significant: the "
+        "interval excludes zero |" in (best_pipeline_section([row]))
     )
 
 
@@ -68,14 +68,26 @@ def test_when_no_strategy_lifts_none_is_the_best_pipeline() -> None:
     row = best(lift("reorder", -0.05, -0.12, 0.02), lift("recite", -0.2, -0.3, -0.1), lift("fact", -0.3, -0.4, -0.2))
     assert (row["strategy"], row["verdict"], row["below_zero"]) == ("reorder", "no lift", ["recite", "fact"])
     assert best_pipeline_section([row])[-2] == (
-        "| litm-qa | standard | `none` (highest: `reorder`) | -0.050 | [-0.120, +0.020] | 30 | "
+        "| litm-qa | standard | `none` | `none` (highest: `reorder`) | -0.050 | [-0.120, +0.020] | 30 | - | - | "
         "no strategy lifts; `recite`, `fact` significantly below `none` |"
     )
     flat = best(lift("reorder", 0.0, 0.0, 0.0), lift("recite", 0.0, 0.0, 0.0))
     assert (flat["strategy"], flat["verdict"], flat["tied_with"]) == ("reorder", "no lift", ["recite"])
     assert best_pipeline_section([flat])[-2].endswith(
-        "| no strategy lifts; no strategy's lift is distinguishable from zero |"
+        "| cannot rank on this model: every strategy scored as `none` did |"
     )
+
+
+def test_the_verdict_leads_with_cost_and_puts_unrankable_regimes_last() -> None:
+    rankable = best(lift("reorder", 0.3, 0.2, 0.4))
+    flat = {**best(lift("reorder", 0.0, 0.0, 0.0, variant="aaa")), "task": "litm-kv"}
+    cost = [{"task": "litm-qa", "strategy": "reorder", "calls_vs_none": 1.0, "p50_s_vs_none": 1.25}]
+    table = best_pipeline_section([flat, rankable], cost)
+    assert table[0] == "## Verdict"
+    assert table[-3].startswith(
+        "| litm-qa | standard | `reorder` | `reorder` | +0.300 | [+0.200, +0.400] | 30 | 1.00 | 1.25 |"
+    )
+    assert table[-2].startswith("| litm-kv | aaa | `none` |")
 
 
 def test_one_row_per_task_and_variant_from_the_lifts_over_all_sizes() -> None:
@@ -89,7 +101,7 @@ def test_one_row_per_task_and_variant_from_the_lifts_over_all_sizes() -> None:
     )
     assert [(r["variant"], r["strategy"]) for r in rows] == [("hard", "recite"), ("standard", "reorder")]
     section = best_pipeline_section(rows)
-    assert section[0] == "## Best pipeline per regime"
+    assert section[0] == "## Verdict"
     assert [line.split(" | ")[1] for line in section if line.startswith("| litm-qa")] == ["standard", "hard"]
 
 
@@ -129,6 +141,10 @@ def test_results_json_and_report_name_the_best_pipeline_from_the_samples() -> No
     assert (standard["strategy"], standard["verdict"], standard["n"]) == ("reorder", "not significant", 15)
     assert (hard["value"], hard["ci95"], hard["verdict"]) == (1.0, [1.0, 1.0], "significant")
     markdown = render_markdown(data)
-    assert markdown.index("## Best pipeline per regime") < markdown.index("## litm-qa")
-    assert "| litm-qa | standard | `reorder` | +0.133 | [+0.000, " in markdown
-    assert "| litm-qa | hard | `reorder` | +1.000 | [+1.000, +1.000] | 10 | significant" in markdown
+    # The verdict opens the report, before every task's section.
+    assert markdown.index("## Verdict") < markdown.index("## litm-qa")
+    assert "| litm-qa | standard | `none` | `reorder` | +0.133 | [+0.000, " in markdown
+    assert (
+        "| litm-qa | hard | `reorder` | `reorder` | +1.000 | [+1.000, +1.000] | 10 | 1.00 | 1.00 | significant"
+        in markdown
+    )
