@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,9 @@ class Case:
     system: str | None = None
     """A system message sent before `prompt` (the user message), as an app's framework sends one; None for the
     papers' single user message."""
+    body: Mapping[str, Any] | None = None
+    """A captured request sent as it was (`--replay`): its messages and fields, the model and streaming aside;
+    `prompt` then only names it (for its hash)."""
 
     @property
     def key(self) -> str:

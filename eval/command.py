@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from eval import replay
 from eval.cache import ResponseCache
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.publish import read_info, write_report, write_samples
@@ -58,6 +59,14 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "multifact.needles, ...",
     )
     add("--seed", type=int, default=0, help="seed of every generated case (default 0)")
+    add(
+        "--replay",
+        type=Path,
+        metavar="CAPTURED.jsonl",
+        help="run the strategies on requests captured by shadow evaluation (CONTEXTLIFT_SHADOW_CAPTURE=true) "
+        "instead of the benchmarks: agreement with the served answer, stability under a permutation of the "
+        "documents, and SWiM's positional test built from each request's own documents",
+    )
     add("--data", type=Path, help="folder holding the papers' files (nq-open-*, kv-retrieval-*, gsm8k, squad)")
     add("--documents", type=Path, help="folder of your own .txt/.md documents for the swim task")
     add("--concurrency", type=int, default=1, help="requests in flight (default 1)")
@@ -96,8 +105,11 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
     cache = ResponseCache(args.cache or args.out / "responses.jsonl")
     runner = Runner(Target(base_url, model, args.api_key, args.timeout, args.retries), cache, args.concurrency)
     try:
-        sources = find_sources(args.data, args.documents)
-        cases, notes = build_cases(plan, sources, runner.ask)
+        if args.replay is not None:
+            cases, notes = replay.build(args.replay, runner.ask, args.seed)
+        else:
+            sources = find_sources(args.data, args.documents)
+            cases, notes = build_cases(plan, sources, runner.ask)
         cases = [c for c in cases if in_shard(c, shard)]
         work = jobs(cases, plan.strategies)
         print(
@@ -117,7 +129,9 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
         args.seed,
         args.profile,
         tuple(notes),
-        {task: task_record(task, grid) for task, grid in plan.tasks.items()},
+        {replay.INFO.name: asdict(replay.INFO)}
+        if args.replay is not None
+        else {task: task_record(task, grid) for task, grid in plan.tasks.items()},
     )
     if shard is not None:
         write_samples(args.out, samples, info)

@@ -12,6 +12,7 @@ from typing import Any
 
 from eval.html import render_html
 from eval.plots import draw
+from eval.replay import stability_section
 from eval.report import RunInfo, Sample, render_markdown, results
 
 SAMPLES = "samples.jsonl"
@@ -35,7 +36,7 @@ def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict
     data: dict[str, Any] = _finite(results(samples, info))
     (folder / "results.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     plots = draw(data, folder / "plots")
-    markdown = render_markdown(data, plots)
+    markdown = render_markdown(data, plots) + "\n".join(stability_section(samples))
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     (folder / "report.html").write_text(render_html(markdown, folder), encoding="utf-8")
     return data

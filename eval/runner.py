@@ -15,7 +15,7 @@ import httpx
 
 from eval.cache import ResponseCache, request_key
 from eval.cases import Case
-from eval.metrics import best_subspan_em, numeric_match, substring_match, value_recall
+from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
 
 STRATEGY_HEADER = "X-Context-Strategy"
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -34,7 +34,13 @@ class Target:
     backoff: float = 2.0
 
 
+_NOT_REPLAYED = ("model", "stream", "stream_options", "n", "context_strategy")
+"""Fields of a captured body a replay sets itself: the model under test, one whole answer, the strategy header."""
+
+
 def request_body(case: Case, model: str) -> dict[str, Any]:
+    if case.body is not None:
+        return {"model": model, **{k: v for k, v in case.body.items() if k not in _NOT_REPLAYED}}
     return {
         "model": model,
         "messages": case.messages,
@@ -53,6 +59,8 @@ def score(metric: str, answer: str, gold: Sequence[str]) -> float:
         return numeric_match(answer, float(gold[0]))
     if metric == "value_recall":
         return value_recall(answer, gold)
+    if metric == "same_answer":
+        return float(normalize_answer(answer) == normalize_answer(gold[0]))
     raise ValueError(f"unknown metric {metric!r}")
 
 

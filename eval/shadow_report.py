@@ -16,11 +16,13 @@ import numpy as np
 
 from eval.html import render_html
 from eval.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
-from proxy.shadow_sink import sink_files
 
 
 def sink_records(path: Path) -> list[dict[str, Any]]:
     """Every record of the sink and its rotated files, oldest first; lines that do not parse are skipped."""
+    # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
+    from proxy.shadow_sink import sink_files
+
     records = []
     for file in sink_files(path):
         for line in file.read_text(encoding="utf-8").splitlines():

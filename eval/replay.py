@@ -1,0 +1,133 @@
+"""`contextlift eval --replay CAPTURED.jsonl`: the strategies on the requests your traffic really sent, captured
+by shadow evaluation (`CONTEXTLIFT_SHADOW_CAPTURE=true`). Three kinds of case per captured request with at least
+two documents:
+
+- `as-captured`: the request as it was sent, scored by whether the answer is the one the client was served
+  (normalised exact match): agreement;
+- `permuted`: the same request with its documents in another order (a fixed permutation per request that moves
+  the first document), scored
+  the same way; the report's stability table compares each strategy's two answers directly;
+- `positional`: SWiM's test built from the request's own documents: a question-answer pair generated from one of
+  them with SWiM's task-generation prompt (kept only if the answer occurs in it), that document placed first,
+  in the middle and last among the request's other documents, in Lost in the Middle's prompt, scored against the
+  generated answer. This is the positional benchmark on your own traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.cases import Case, TaskInfo
+from eval.litm import Passage, place, qa_prompt
+from eval.metrics import normalize_answer
+from eval.shadow_report import sink_records
+from eval.swim import Ask, generate_items
+from strategies import DocumentLimitError, parse_request
+
+INFO = TaskInfo(
+    "replay",
+    "Your captured requests, replayed",
+    "documents",
+    "gold document index",
+    "same_answer (as-captured, permuted); best_subspan_em (positional)",
+)
+DEPTHS = (0, 50, 100)
+MAX_TOKENS = 256
+"""For a captured request that set none: room for a chat answer."""
+
+
+def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[Case], list[str]]:
+    """The replay's cases from the captured records of a shadow sink (and its rotated files), at most `limit`
+    requests; notes for the report on what was skipped.
+
+    Raises:
+        ValueError: the file holds no captured request.
+    """
+    records = [r for r in sink_records(path) if isinstance(r.get("captured"), dict)]
+    if not records:
+        raise ValueError(f"{path}: no captured requests (set CONTEXTLIFT_SHADOW_CAPTURE=true to capture them)")
+    cases: list[Case] = []
+    skipped = generated = 0
+    for index, record in enumerate(records[:limit]):
+        body, served = record["captured"].get("body"), record["captured"].get("served")
+        try:
+            found = parse_request(body) if isinstance(body, dict) and isinstance(served, str) else None
+        except (DocumentLimitError, ValueError, KeyError, TypeError):
+            found = None
+        if found is None or len(found.documents) < 2:
+            skipped += 1
+            continue
+        name = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        size = len(found.documents)
+        tokens = int(body.get("max_tokens") or MAX_TOKENS)
+        order = list(range(size))
+        random.Random(f"{seed}:{name}").shuffle(order)
+        if order[0] == 0:
+            # The first place is where models read best: a permutation that leaves it alone tests too little.
+            order = order[1:] + order[:1]
+        permuted = found.with_documents([found.documents[i] for i in order]).render()
+        for variant, sent in (("as-captured", body), ("permuted", permuted)):
+            cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), "same_answer",
+                              tokens, body=sent))  # fmt: skip
+        passages = [
+            Passage(d.title or f"Document {i + 1}", " ".join(d.text.split())) for i, d in enumerate(found.documents)
+        ]
+        items = generate_items(passages[:3], ask, 1)
+        if not items:
+            continue
+        generated += 1
+        item = items[0]
+        others = [p for p in passages if p is not item.document]
+        for depth in DEPTHS:
+            position = round(depth / 100 * len(others))
+            prompt = qa_prompt(item.question, place(item.document, others, position))
+            cases.append(Case(INFO.name, "positional", size, position, index, prompt, item.answers,
+                              "best_subspan_em", 64))  # fmt: skip
+    notes = [
+        f"replay: {len(records[:limit])} captured requests from {path.name}; {skipped} skipped (fewer than two "
+        f"documents found); {generated} gave a generated question for the positional test"
+    ]
+    return cases, notes
+
+
+def stability_section(samples: Sequence[dict[str, Any]]) -> list[str]:
+    """Per strategy: how often its answer survives the permutation of the documents (its own two answers,
+    normalised, equal), and how often it agrees with the served answer as captured."""
+    pairs: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+    agreement: dict[str, list[float]] = defaultdict(list)
+    for sample in samples:
+        if sample["task"] != INFO.name or sample["variant"] not in ("as-captured", "permuted") or sample["error"]:
+            continue
+        pairs[(sample["strategy"], sample["sample"])][sample["variant"]] = normalize_answer(sample["answer"])
+        if sample["variant"] == "as-captured":
+            agreement[sample["strategy"]].append(float(sample["score"]))
+    stable: dict[str, list[float]] = defaultdict(list)
+    for (strategy, _), answers in pairs.items():
+        if len(answers) == 2:
+            stable[strategy].append(float(answers["as-captured"] == answers["permuted"]))
+    if not stable:
+        return []
+    from eval.stats import estimate
+
+    lines = [
+        "## replay: stability and agreement",
+        "",
+        "stable: the strategy gave the same answer (normalised) with the documents in another order; agrees: its "
+        "answer to the request as captured is the one the client was served",
+        "",
+        "| strategy | stable | 95% CI | agrees with served | 95% CI | n |",
+        "|---|---|---|---|---|---|",
+    ]
+    for strategy in sorted(stable):
+        s, a = estimate(stable[strategy]), estimate(agreement[strategy])
+        lines.append(
+            f"| {strategy} | {s.value:.3f} | [{s.low:.3f}, {s.high:.3f}] | {a.value:.3f} | [{a.low:.3f}, {a.high:.3f}] "
+            f"| {s.n} |"
+        )
+    return [*lines, ""]
