@@ -20,6 +20,7 @@ from pathlib import Path
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.fiction import filler_text, invented_name
 from eval.sources import Sources
+from eval.tasks import Option, Task
 from strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
@@ -156,3 +157,16 @@ def _essay(tokens: int, rng: random.Random, tokenizer: TiktokenTokenizer) -> str
             break
         text = candidate
     return text.strip()
+
+
+TASK = Task(
+    INFO,
+    {
+        "quick": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "64"}),
+        "full": Grid(
+            (0, 1000, 2000, 4000, 6000), (), 50, options={"distraction": "whitespace,essay", "problems": "varsum,gsm8k"}
+        ),
+    },
+    lambda grid, context: build(grid, context.sources),
+    (Option("distraction"), Option("problems"), Option("max_tokens")),
+)

@@ -11,6 +11,7 @@ from pathlib import Path
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.litm import KVExample, kv_prompt, load_kv, place_kv
 from eval.sources import Sources
+from eval.tasks import Task
 
 INFO = TaskInfo("litm-kv", "Key-value retrieval (Lost in the Middle)", "pairs", "gold pair index", "substring")
 MAX_TOKENS = 64
@@ -68,3 +69,10 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
                         )
                     )
     return cases, notes
+
+
+TASK = Task(
+    INFO,
+    {"quick": Grid((20,), ("0%", "50%", "100%"), 1), "full": Grid((75, 140, 300), (), 100)},
+    lambda grid, context: build(grid, context.sources),
+)

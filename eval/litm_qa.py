@@ -38,10 +38,11 @@ from eval.litm import (
     load_qa,
     place,
 )
-from eval.prompt_shapes import PAPER, Chat, prompt_shape
+from eval.prompt_shapes import PAPER, Chat, check_prompt_shape, prompt_shape
 from eval.same_entity import same_entity_distractors
 from eval.sources import Sources
 from eval.squad import SameArticleQuestion, same_article_questions
+from eval.tasks import Option, Task
 
 INFO = TaskInfo(
     "litm-qa", "Multi-document QA (Lost in the Middle)", "documents", "gold document index", "best_subspan_em"
@@ -249,3 +250,11 @@ def _case(
         strategies=("none",) if baseline else None,
         system=chat.system,
     )
+
+
+TASK = Task(
+    INFO,
+    {"quick": Grid((10,), ("0%", "50%", "100%"), 1), "full": Grid((10, 20, 30), (), 100)},
+    lambda grid, context: build(grid, context.sources),
+    (Option("prompt", check_prompt_shape), Option("distractors", distractor_regimes)),
+)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from eval.cases import Case, Grid, TaskInfo, case_rng
 from eval.fiction import filler_text, invented_name
 from eval.sources import Sources
+from eval.tasks import Option, Task
 from strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
@@ -108,3 +109,14 @@ def _prompt(rng: random.Random, needles: list[str], asked: list[str], tokens: in
         f"{INTRO}\n\n{context}\n\nWhat are all the special magic numbers for {query} mentioned in the provided "
         f"text? The special magic numbers for {query} mentioned in the provided text are"
     )
+
+
+TASK = Task(
+    INFO,
+    {
+        "quick": Grid((600,), (), 1, options={"needles": "K2V2Q1"}),
+        "full": Grid((2000, 4000, 7000), (), 50, options={"needles": "K1V10Q1,K5V10Q1"}),
+    },
+    lambda grid, context: build(grid, context.sources),
+    (Option("needles"),),
+)

@@ -3,47 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 from eval import length, litm_kv, litm_qa, multifact, swim
-from eval.cases import Case, Grid, TaskInfo
-from eval.prompt_shapes import PAPER, SHAPES
+from eval.cases import Case, Grid
+from eval.prompt_shapes import PAPER
 from eval.sources import Sources
+from eval.tasks import Ask, BuildContext, Task
 
-Builder = Callable[[Grid, Sources], tuple[list[Case], list[str]]]
-TASKS: dict[str, TaskInfo] = {m.INFO.name: m.INFO for m in (litm_qa, litm_kv, swim, length, multifact)}
+TASKS: dict[str, Task] = {t.name: t for t in (litm_qa.TASK, litm_kv.TASK, swim.TASK, length.TASK, multifact.TASK)}
+"""Every task, in the report's order; each declares itself in its own module."""
 STRATEGIES = ("none", "reorder", "query-aware", "recite", "fact")
-
+PROFILE_NAMES = ("quick", "full")
 PROFILES: dict[str, dict[str, Grid]] = {
-    # A few minutes on 2 CPU cores with the embedded 135M model: every task and strategy, small contexts.
-    "quick": {
-        "litm-qa": Grid((10,), ("0%", "50%", "100%"), 1),
-        "litm-kv": Grid((20,), ("0%", "50%", "100%"), 1),
-        "swim": Grid((50, 100), ("0", "100"), 1, options={"budget": "600"}),
-        "length": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "64"}),
-        "multifact": Grid((600,), (), 1, options={"needles": "K2V2Q1"}),
-    },
-    # The papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM).
-    "full": {
-        "litm-qa": Grid((10, 20, 30), (), 100),
-        "litm-kv": Grid((75, 140, 300), (), 100),
-        "swim": Grid((25, 50, 75, 100), (), 50, options={"budget": "6000"}),
-        "length": Grid(
-            (0, 1000, 2000, 4000, 6000), (), 50, options={"distraction": "whitespace,essay", "problems": "varsum,gsm8k"}
-        ),
-        "multifact": Grid((2000, 4000, 7000), (), 50, options={"needles": "K1V10Q1,K5V10Q1"}),
-    },
+    profile: {name: task.profiles[profile] for name, task in TASKS.items()} for profile in PROFILE_NAMES
 }
+"""quick: a few minutes on 2 CPU cores with the embedded 135M model, every task and strategy, small contexts;
+full: the papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM)."""
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
-OPTIONS: dict[str, tuple[str, ...]] = {
-    "litm-qa": ("prompt", "distractors"),
-    "litm-kv": (),
-    "swim": ("budget", "prompt"),
-    "length": ("distraction", "problems", "max_tokens"),
-    "multifact": ("needles",),
-}
-"""The `--option TASK.KEY=VALUE` keys each task reads; anything else is a typo, refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +67,13 @@ def make_plan(
         task, _, key = name.partition(".")
         if task not in TASKS or not key or not value:
             raise ValueError(f"--option {text!r}: expected TASK.KEY=VALUE, e.g. swim.budget=3000")
-        if key not in OPTIONS[task]:
-            known = ", ".join(OPTIONS[task]) or "none"
+        option = TASKS[task].option(key)
+        if option is None:
+            known = ", ".join(o.name for o in TASKS[task].options) or "none"
             raise ValueError(f"--option {text!r}: {task} has no option {key!r} (it has: {known})")
-        if key == "prompt" and value not in SHAPES:
-            raise ValueError(f"--option {text!r}: unknown prompt shape; choose {', '.join(SHAPES)}")
-        if task == "litm-qa" and key == "distractors":
+        if option.check is not None:
             try:
-                litm_qa.distractor_regimes(value)
+                option.check(value)
             except ValueError as error:
                 raise ValueError(f"--option {text!r}: {error}") from None
         if task in grids:
@@ -107,8 +84,8 @@ def make_plan(
 def task_record(task: str, grid: Grid) -> dict[str, str | bool]:
     """What run.json and the report say of a task: its `TaskInfo`, and the prompt shape its cases were rendered
     in where it has the `prompt` option."""
-    record: dict[str, str | bool] = dict(asdict(TASKS[task]))
-    if "prompt" in OPTIONS[task]:
+    record: dict[str, str | bool] = dict(asdict(TASKS[task].info))
+    if TASKS[task].option("prompt") is not None:
         record["prompt"] = grid.options.get("prompt", PAPER)
     return record
 
@@ -152,21 +129,14 @@ def _ints(text: str, what: str) -> list[int]:
     return values
 
 
-def build_cases(plan: Plan, sources: Sources, ask: swim.Ask | None = None) -> tuple[list[Case], list[str]]:
+def build_cases(plan: Plan, sources: Sources, ask: Ask | None = None) -> tuple[list[Case], list[str]]:
     """Every case of the plan, and the notes the report must carry about where the data came from."""
     medoid = next((s for s in plan.strategies if s.split(";")[0].strip() == "medoid"), "medoid; k=5")
+    context = BuildContext(sources, ask, medoid)
     cases: list[Case] = []
     notes: list[str] = []
     for task, grid in plan.tasks.items():
-        built = swim.build(grid, sources, ask, medoid) if task == "swim" else _BUILDERS[task](grid, sources)
-        cases += built[0]
-        notes += built[1]
+        built, told = TASKS[task].build(grid, context)
+        cases += built
+        notes += told
     return cases, notes
-
-
-_BUILDERS: dict[str, Builder] = {
-    "litm-qa": litm_qa.build,
-    "litm-kv": litm_kv.build,
-    "length": length.build,
-    "multifact": multifact.build,
-}

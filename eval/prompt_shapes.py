@@ -169,3 +169,13 @@ def prompt_shape(name: str) -> Shape:
     if name not in SHAPES:
         raise ValueError(f"unknown prompt shape {name!r}; choose {', '.join(SHAPES)}")
     return SHAPES[name]
+
+
+def check_prompt_shape(name: str) -> None:
+    """The `prompt` option's check: a shape this module renders.
+
+    Raises:
+        ValueError: any other name.
+    """
+    if name not in SHAPES:
+        raise ValueError(f"unknown prompt shape; choose {', '.join(SHAPES)}")

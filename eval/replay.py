@@ -27,7 +27,8 @@ from eval.cases import Case, TaskInfo
 from eval.litm import Passage, place, qa_prompt
 from eval.metrics import normalize_answer
 from eval.shadow_report import sink_records
-from eval.swim import Ask, generate_items
+from eval.swim import generate_items
+from eval.tasks import Ask
 from strategies import DocumentLimitError, parse_request
 
 INFO = TaskInfo(

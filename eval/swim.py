@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +25,9 @@ from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.fiction import invented_facts, paragraph
 from eval.litm import Passage
 from eval.metrics import normalize_answer
-from eval.prompt_shapes import PAPER, prompt_shape
+from eval.prompt_shapes import PAPER, check_prompt_shape, prompt_shape
 from eval.sources import Sources
+from eval.tasks import Ask, Option, Task
 from strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
@@ -41,9 +42,6 @@ TASK_GENERATION_PROMPT = (
     "Context: {context}\n\nResult:"
 )
 _JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
-
-Ask = Callable[[str], str]
-"""Sends one prompt to the model under test (through the proxy, strategy `none`) and returns its answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +193,15 @@ def _at_depth(answer: Passage, distractors: Sequence[Passage], depth: int) -> li
     documents = list(distractors)
     documents.insert(round(depth / 100 * len(documents)), answer)
     return documents
+
+
+TASK = Task(
+    INFO,
+    {
+        "quick": Grid((50, 100), ("0", "100"), 1, options={"budget": "600"}),
+        # Within an 8K-token context where the paper goes further.
+        "full": Grid((25, 50, 75, 100), (), 50, options={"budget": "6000"}),
+    },
+    lambda grid, context: build(grid, context.sources, context.ask, context.medoid),
+    (Option("budget"), Option("prompt", check_prompt_shape)),
+)
