@@ -13,12 +13,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream
+from tests.serving import UPSTREAM
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-UPSTREAM = "http://upstream.test/v1"
-
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -60,8 +58,3 @@ def make_client(fake: FakeUpstream) -> Iterator[Any]:
 @pytest.fixture
 def client(make_client: Any) -> TestClient[Any]:
     return make_client()
-
-
-def chat(content: str = "What is the capital of France?", **extra: Any) -> dict[str, Any]:
-    """A minimal chat-completions body."""
-    return {"model": "fake-model", "messages": [{"role": "user", "content": content}], **extra}

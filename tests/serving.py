@@ -1,6 +1,7 @@
-"""Serving an app on a loopback port in a thread, for tests that need a real socket (clients that speak HTTP,
-servers under test, fake upstreams that a separate process calls). One helper, so every test starts and stops
-its servers the same way."""
+"""What tests share besides fixtures: serving an app on a loopback port in a thread, for tests that need a real
+socket (clients that speak HTTP, servers under test, fake upstreams that a separate process calls), so every test
+starts and stops its servers the same way; the fake upstream's base URL; a minimal chat body. Fixtures live in
+conftest.py, which nothing imports from."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import uvicorn
 
 STARTUP_SECONDS = 10.0
+UPSTREAM = "http://upstream.test/v1"
+"""The base URL the proxy under test is given; a fake transport answers for it."""
 
 
 @contextlib.contextmanager
@@ -53,3 +56,8 @@ async def request_body(receive: Any) -> bytes:
         body += message.get("body", b"")
         if not message.get("more_body"):
             return body
+
+
+def chat(content: str = "What is the capital of France?", **extra: Any) -> dict[str, Any]:
+    """A minimal chat-completions body."""
+    return {"model": "fake-model", "messages": [{"role": "user", "content": content}], **extra}

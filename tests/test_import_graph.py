@@ -82,3 +82,14 @@ def test_packages_import_downwards_only(package: str, forbidden: tuple[str, ...]
         if target.split(".")[0] in forbidden
     }
     assert upward == set()
+
+
+def test_tests_import_helpers_from_modules_never_from_conftest() -> None:
+    """conftest.py holds fixtures, which pytest injects; shared helpers live in modules (tests/serving.py)."""
+    importers = [
+        path.relative_to(ROOT)
+        for path in (ROOT / "tests").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("conftest")
+    ]
+    assert importers == []

@@ -11,8 +11,8 @@ import pytest
 from litestar.testing import AsyncTestClient, TestClient
 
 from proxy import Settings, create_app
-from tests.conftest import UPSTREAM
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, completion, sse_body, sse_response
+from tests.serving import UPSTREAM
 
 MESSAGES: Any = [{"role": "user", "content": "What is the capital of France?"}]
 

@@ -89,7 +89,7 @@ def test_report_md_agrees_with_samples_jsonl(report: Path) -> None:
 def test_a_proxy_loads_the_written_policy_and_auto_applies_it(report: Path, tmp_path: Path) -> None:
     import httpx
 
-    from tests.e2e.conftest import serving
+    from tests.e2e.local_serving import serving
     from tests.e2e.test_strategies_on_local_model import MESSAGES
 
     policy = report / "policy.toml"

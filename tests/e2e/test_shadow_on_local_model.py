@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import serving
+from tests.e2e.local_serving import serving
 from tests.e2e.test_strategies_on_local_model import MESSAGES
 
 pytestmark = pytest.mark.e2e

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from proxy import Settings, create_app
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.raw_asgi import call
+from tests.serving import UPSTREAM, chat
 
 JSON = [(b"content-type", b"application/json")]
 

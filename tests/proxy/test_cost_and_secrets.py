@@ -16,8 +16,8 @@ import structlog
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from proxy.logs import configure_logging
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 CANARY = "sk-canary-5f1e0c2b9a7d4e3f"
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 6))

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from proxy import Settings
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeUpstream
+from tests.serving import UPSTREAM, chat
 
 FENCED = (
     "Context information is below.\n---------------------\nParis is in France.\n\nBerlin is in Germany.\n\n"

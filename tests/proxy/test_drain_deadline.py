@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, never_answers, stalls_after_one_event
+from tests.serving import chat
 
 DOCS = "\n".join(f"Document [{i}](Title: Place {i}) Place {i} exports item {i}." for i in range(1, 5))
 GRACE = 0.8

@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 
 def test_the_chat_query_string_reaches_the_upstream(client: Any, fake: FakeUpstream) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream
+from tests.serving import chat
 
 
 def assert_envelope(response: Any, status: int, code: str, param: str | None = None) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 
 def test_unknown_fields_and_content_parts_are_forwarded_untouched(client: Any, fake: FakeUpstream) -> None:

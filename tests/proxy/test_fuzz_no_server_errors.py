@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from proxy import Settings, create_app
-from tests.conftest import UPSTREAM
 from tests.fakes import FakeEmbedder, FakeUpstream
+from tests.serving import UPSTREAM
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 json_values = st.recursive(

@@ -17,9 +17,8 @@ import pytest
 
 from proxy import Settings, create_app
 from proxy.server import build_server
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream
-from tests.serving import serve_in_thread
+from tests.serving import UPSTREAM, chat, serve_in_thread
 
 TIMEOUT = 0.5
 """header_read_timeout and keepalive_timeout in these tests, unless a test needs one of them long."""

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, sse_body, sse_response
+from tests.serving import chat
 
 KEY = "sk-operator-0123456789abcdef"
 

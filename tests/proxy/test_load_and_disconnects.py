@@ -17,8 +17,8 @@ import structlog
 
 from proxy import Settings, create_app
 from proxy.logs import configure_logging
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk
+from tests.serving import UPSTREAM, chat
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 4))
 WITH_DOCS: dict[str, Any] = {

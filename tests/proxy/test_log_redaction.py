@@ -13,8 +13,8 @@ import pytest
 import structlog
 
 from proxy.logs import configure_logging, redact
-from tests.conftest import chat
 from tests.fakes import FakeUpstream
+from tests.serving import chat
 
 CANARY = "sk-canary-0123456789abcdef"
 

@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, sse_body, sse_response
+from tests.serving import chat
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 4))
 WITH_DOCS: dict[str, Any] = {

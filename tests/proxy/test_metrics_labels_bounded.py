@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from proxy.metrics import ProxyMetrics
-from tests.conftest import chat
 from tests.fakes import FakeUpstream
+from tests.serving import chat
 
 
 @pytest.mark.parametrize("model", ["\ud800", "a\nb", "x" * 500, "tab\tname"])

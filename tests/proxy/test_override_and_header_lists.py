@@ -11,8 +11,8 @@ import pytest
 
 from proxy.intake import UPSTREAM_OVERRIDE_FIELDS, UPSTREAM_OVERRIDE_HEADERS
 from proxy.upstream_headers import NEVER_FORWARDED
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 ROUTES = [
     ("GET", "/v1/models", None),

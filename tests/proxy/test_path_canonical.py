@@ -12,9 +12,9 @@ import pytest
 from proxy import Settings, create_app
 from proxy.errors import InvalidPath
 from proxy.paths import canonical_path, encoded_path
-from tests.conftest import UPSTREAM
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.raw_asgi import call
+from tests.serving import UPSTREAM
 
 ATTACKS = [
     b"/v1/../admin",

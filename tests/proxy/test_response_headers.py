@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream
+from tests.serving import chat
 
 LITM_PROMPT = (
     "Write a high-quality answer for the given question using only the provided search results "

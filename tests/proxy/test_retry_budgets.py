@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from proxy.retry import retry_after_seconds
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 DOCS = "\n".join(f"Document [{i}](Title: Place {i}) Place {i} exports item {i}." for i in range(1, 6))
 

@@ -23,9 +23,8 @@ import pytest
 from proxy import Settings, create_app
 from proxy.local_model import free_port
 from proxy.server import ProxyServer, build_server
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, never_answers, stalls_after_one_event
-from tests.serving import fake_upstream_url, request_body, serve_in_thread
+from tests.serving import UPSTREAM, chat, fake_upstream_url, request_body, serve_in_thread
 
 GRACE = 0.6
 

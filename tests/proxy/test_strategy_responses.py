@@ -12,8 +12,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from proxy import Settings, create_app
-from tests.conftest import UPSTREAM
 from tests.fakes import FakeEmbedder, FakeUpstream, completion
+from tests.serving import UPSTREAM
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 6))
 BODY: dict[str, Any] = {

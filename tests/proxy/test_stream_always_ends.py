@@ -11,8 +11,8 @@ import pytest
 
 import proxy.chat_route
 import proxy.stream_usage
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
+from tests.serving import chat
 
 DOCS = "\n".join(f"Document [{i}](Title: Place {i}) Place {i} exports item {i}." for i in range(1, 5))
 QUESTION = f"{DOCS}\n\nQuestion: what does place 3 export?"

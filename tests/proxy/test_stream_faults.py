@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk
+from tests.serving import chat
 
 EVENTS = [chunk("one"), chunk(" two")]
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from proxy import Settings, create_app
 from strategies import TiktokenTokenizer
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, sse_body, sse_response
+from tests.serving import UPSTREAM, chat
 
 EVENTS = [chunk("The"), chunk(" capital"), chunk(" is"), chunk(" Paris."), chunk(finish="stop")]
 

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
+from tests.serving import chat
 
 
 def bomb(decoded_bytes: int) -> bytes:

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import chat
 from tests.fakes import FakeUpstream
+from tests.serving import chat
 
 
 def test_connection_refused_is_502_after_bounded_retries(client: Any, fake: FakeUpstream) -> None:

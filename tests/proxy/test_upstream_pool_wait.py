@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from proxy import Settings, create_app
-from tests.conftest import UPSTREAM, chat
 from tests.fakes import FakeEmbedder, completion
+from tests.serving import UPSTREAM, chat
 
 UPSTREAM_SECONDS = 0.5
 

@@ -10,8 +10,8 @@ import pytest
 
 from proxy.errors import UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
 from proxy.retry import RetryPolicy, retry_after_seconds
-from tests.conftest import chat
 from tests.fakes import FakeUpstream, completion
+from tests.serving import chat
 
 
 def test_503_503_then_200_reaches_the_client_as_200(client: Any, fake: FakeUpstream) -> None:
