@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -52,6 +52,53 @@ class Case:
         # A prompt alone hashes as it always has, so earlier runs' samples keep their hashes.
         text = self.prompt if self.system is None else f"{self.system}\0{self.prompt}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One case's answer under one strategy, scored: a line of `samples.jsonl`, which holds these fields in this
+    order."""
+
+    task: str
+    variant: str
+    size: int
+    position: int | None
+    sample: int
+    strategy: str
+    case: str
+    """The case's key (`Case.key`): a strategy's sample pairs with `none`'s on it."""
+    prompt_hash: str
+    metric: str
+    gold: tuple[str, ...]
+    answer: str
+    score: float
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    upstream_calls: int | None = None
+    applied: str | None = None
+    """`X-Context-Strategy` as the proxy answered it: the steps applied and their notes (`fallback=...`)."""
+    status: int | None = None
+    error: str | None = None
+    cached: bool = False
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Sample:
+        """A sample from its JSON object; fields an older file lacks take their defaults.
+
+        Raises:
+            KeyError: a field without a default is missing.
+        """
+        names = {f.name for f in fields(cls)}
+        given = {k: v for k, v in record.items() if k in names}
+        given["gold"] = tuple(given.get("gold") or ())
+        given.setdefault("prompt_hash", "")
+        given.setdefault("metric", "")
+        given.setdefault("answer", "")
+        return cls(**given)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: list(self.gold) if f.name == "gold" else getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)

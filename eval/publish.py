@@ -10,10 +10,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from eval.cases import Sample
 from eval.html import render_html
 from eval.plots import draw
 from eval.replay import stability_section
-from eval.report import RunInfo, Sample, render_markdown, results
+from eval.report import RunInfo, render_markdown, results
 
 SAMPLES = "samples.jsonl"
 RUN = "run.json"
@@ -22,11 +23,11 @@ RUN = "run.json"
 def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> None:
     """The shard's part: its samples and the run's description, enough for `merge` to rebuild the report."""
     folder.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(samples, key=lambda s: (s["case"], s["strategy"]))
+    ordered = sorted(samples, key=lambda s: (s.case, s.strategy))
     (folder / RUN).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
     # Written whole, then renamed: a merge step waiting for the parts never reads half a file.
     partial = folder / f".{SAMPLES}.partial"
-    partial.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in ordered), encoding="utf-8")
+    partial.write_text("".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in ordered), encoding="utf-8")
     partial.replace(folder / SAMPLES)
 
 

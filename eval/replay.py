@@ -21,9 +21,8 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from eval.cases import Case, TaskInfo
+from eval.cases import Case, Sample, TaskInfo
 from eval.litm import Passage, place, qa_prompt
 from eval.metrics import normalize_answer
 from eval.shadow_report import sink_records
@@ -97,17 +96,17 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
     return cases, notes
 
 
-def stability_section(samples: Sequence[dict[str, Any]]) -> list[str]:
+def stability_section(samples: Sequence[Sample]) -> list[str]:
     """Per strategy: how often its answer survives the permutation of the documents (its own two answers,
     normalised, equal), and how often it agrees with the served answer as captured."""
     pairs: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
     agreement: dict[str, list[float]] = defaultdict(list)
     for sample in samples:
-        if sample["task"] != INFO.name or sample["variant"] not in ("as-captured", "permuted") or sample["error"]:
+        if sample.task != INFO.name or sample.variant not in ("as-captured", "permuted") or sample.error:
             continue
-        pairs[(sample["strategy"], sample["sample"])][sample["variant"]] = normalize_answer(sample["answer"])
-        if sample["variant"] == "as-captured":
-            agreement[sample["strategy"]].append(float(sample["score"]))
+        pairs[(sample.strategy, sample.sample)][sample.variant] = normalize_answer(sample.answer)
+        if sample.variant == "as-captured":
+            agreement[sample.strategy].append(sample.score)
     stable: dict[str, list[float]] = defaultdict(list)
     for (strategy, _), answers in pairs.items():
         if len(answers) == 2:

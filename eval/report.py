@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from eval.best_pipeline import best_pipeline_section, best_pipelines
+from eval.cases import Sample
 from eval.effective_length import effective_length_table, effective_lengths
 from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, percentile
 
 BASELINE = "none"
-Sample = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +39,15 @@ def load_samples(paths: Iterable[Path]) -> list[Sample]:
     for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                sample = json.loads(line)
-                seen[(sample["case"], sample["strategy"])] = sample
+                sample = Sample.of(json.loads(line))
+                seen[(sample.case, sample.strategy)] = sample
     return list(seen.values())
 
 
 def _group(samples: Iterable[Sample], *fields: str) -> dict[tuple[Any, ...], list[Sample]]:
     groups: dict[tuple[Any, ...], list[Sample]] = defaultdict(list)
     for sample in samples:
-        groups[tuple(sample[f] for f in fields)].append(sample)
+        groups[tuple(getattr(sample, f) for f in fields)].append(sample)
     return groups
 
 
@@ -55,8 +55,9 @@ def _order(values: Iterable[Any]) -> list[Any]:
     return sorted(set(values), key=lambda v: (v is None, v))
 
 
-def _strategies(samples: Sequence[Sample], requested: Sequence[str]) -> list[str]:
-    present = {s["strategy"] for s in samples}
+def _strategies(names: Iterable[str], requested: Sequence[str]) -> list[str]:
+    """The strategies present, in the run's order, then any others by name."""
+    present = set(names)
     return [s for s in requested if s in present] + sorted(present - set(requested))
 
 
@@ -73,8 +74,8 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
                 "size": size,
                 "strategy": strategy,
                 "position": position,
-                **_estimate_dict(estimate([s["score"] for s in group])),
-                "errors": sum(1 for s in group if s["error"]),
+                **_estimate_dict(estimate([s.score for s in group])),
+                "errors": sum(1 for s in group if s.error),
             }
         )
     lift = lifts(samples)
@@ -96,18 +97,18 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
         by_strategy = _group(group, "strategy")
         if (BASELINE,) not in by_strategy:
             continue
-        base = {s["case"]: s["score"] for s in by_strategy[(BASELINE,)]}
+        base = {s.case: s.score for s in by_strategy[(BASELINE,)]}
         for (strategy,), treated in by_strategy.items():
             if strategy == BASELINE:
                 continue
-            sizes = _order(s["size"] for s in treated)
+            sizes = _order(s.size for s in treated)
             for size in [*sizes, None] if len(sizes) > 1 else [None]:
                 # In case order: the bootstrap's draws follow the order of the pairs, and a merged or re-read
                 # run must resample the same pairs as the fresh one.
                 pairs = [
-                    (s["score"], base[s["case"]])
-                    for s in sorted(treated, key=lambda s: str(s["case"]))
-                    if s["case"] in base and (size is None or s["size"] == size)
+                    (s.score, base[s.case])
+                    for s in sorted(treated, key=lambda s: str(s.case))
+                    if s.case in base and (size is None or s.size == size)
                 ]
                 if pairs:
                     lift = paired_bootstrap([p[0] for p in pairs], [p[1] for p in pairs])
@@ -122,8 +123,8 @@ def gaps(samples: Sequence[Sample]) -> list[dict[str, Any]]:
     rows = []
     for (task, variant, size), group in _group(samples, "task", "variant", "size").items():
         by_position = {
-            strategy: {p: estimate([s["score"] for s in g]).value for (p,), g in _group(scored, "position").items()}
-            for (strategy,), scored in _group([s for s in group if s["position"] is not None], "strategy").items()
+            strategy: {p: estimate([s.score for s in g]).value for (p,), g in _group(scored, "position").items()}
+            for (strategy,), scored in _group([s for s in group if s.position is not None], "strategy").items()
         }
         if BASELINE not in by_position or len(by_position[BASELINE]) < 2:
             continue
@@ -148,20 +149,20 @@ def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
     have other prompts and would skew every ratio."""
     rows = []
     for (task,), group in _group(samples, "task").items():
-        treated = {s["case"] for s in group if s["strategy"] != BASELINE}
+        treated = {s.case for s in group if s.strategy != BASELINE}
         if treated:
-            group = [s for s in group if s["strategy"] != BASELINE or s["case"] in treated]
+            group = [s for s in group if s.strategy != BASELINE or s.case in treated]
         per_strategy = {}
         for (strategy,), scored in _group(group, "strategy").items():
-            answered = [s for s in scored if not s["error"]]
-            latencies = [s["latency_s"] for s in answered if s["latency_s"] is not None]
+            answered = [s for s in scored if not s.error]
+            latencies = [s.latency_s for s in answered if s.latency_s is not None]
             per_strategy[strategy] = {
-                "calls": _mean([s["upstream_calls"] for s in answered if s["upstream_calls"] is not None]),
+                "calls": _mean([s.upstream_calls for s in answered if s.upstream_calls is not None]),
                 "tokens": _mean(
                     [
-                        (s["prompt_tokens"] or 0) + (s["completion_tokens"] or 0)
+                        (s.prompt_tokens or 0) + (s.completion_tokens or 0)
                         for s in answered
-                        if s["prompt_tokens"] is not None
+                        if s.prompt_tokens is not None
                     ]
                 ),
                 "p50_s": percentile(latencies, 50),
@@ -169,7 +170,7 @@ def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                 "n": len(scored),
                 "errors": len(scored) - len(answered),
                 # The strategy's own report (X-Context-Strategy) of falling back to one plain call.
-                "fallback_share": _mean([float("fallback" in (s.get("applied") or "")) for s in answered]),
+                "fallback_share": _mean([float("fallback" in (s.applied or "")) for s in answered]),
             }
         base = per_strategy.get(BASELINE)
         for strategy, cost in per_strategy.items():
@@ -232,7 +233,7 @@ def _accuracy_table(
         "| strategy | " + " | ".join(header) + " | n |",
         "|---" * (len(header) + 2) + "|",
     ]
-    for strategy in _strategies([{"strategy": c["strategy"]} for c in cells], order):
+    for strategy in _strategies((c["strategy"] for c in cells), order):
         by_position = {c["position"]: c for c in cells if c["strategy"] == strategy}
         values = [_pm(by_position[p]) if p in by_position else "" for p in positions]
         n = sum(c["n"] for c in by_position.values())

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import httpx
 
 from eval.cache import ResponseCache, request_key
-from eval.cases import Case
+from eval.cases import Case, Sample
 from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
 
 STRATEGY_HEADER = "X-Context-Strategy"
@@ -118,7 +118,7 @@ class Runner:
         self.concurrency = concurrency
         self._transport = transport
 
-    async def run(self, work: Sequence[tuple[Case, str]], progress: Progress | None = None) -> list[dict[str, Any]]:
+    async def run(self, work: Sequence[tuple[Case, str]], progress: Progress | None = None) -> list[Sample]:
         """One sample record per job, in the order of `work`."""
         limit = asyncio.Semaphore(self.concurrency)
         headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else {}
@@ -126,11 +126,11 @@ class Runner:
             base_url=self.target.base_url, headers=headers, timeout=self.target.timeout, transport=self._transport
         ) as client:
 
-            async def one(case: Case, strategy: str) -> dict[str, Any]:
+            async def one(case: Case, strategy: str) -> Sample:
                 async with limit:
                     record = await self._answer(client, case, strategy)
                 if progress is not None:
-                    progress.advance(cached=record["cached"], error=record["error"] is not None)
+                    progress.advance(cached=record.cached, error=record.error is not None)
                 return record
 
             return list(await asyncio.gather(*(one(c, s) for c, s in work)))
@@ -138,9 +138,9 @@ class Runner:
     def ask(self, prompt: str, max_tokens: int = 256) -> str:
         """One plain (`none`) request, answered from the cache when it can be: SWiM's task generation."""
         case = Case("generation", "standard", 0, None, 0, prompt, ("",), "best_subspan_em", max_tokens)
-        return str(asyncio.run(self.run([(case, "none")]))[0]["answer"])
+        return asyncio.run(self.run([(case, "none")]))[0].answer
 
-    async def _answer(self, client: httpx.AsyncClient, case: Case, strategy: str) -> dict[str, Any]:
+    async def _answer(self, client: httpx.AsyncClient, case: Case, strategy: str) -> Sample:
         body = request_body(case, self.target.model)
         key = request_key(self.target.model, strategy, body)
         entry = self.cache.get(key)
@@ -221,32 +221,32 @@ class Runner:
             "error": None,
         }
 
-    def _record(self, case: Case, strategy: str, entry: dict[str, Any], cached: bool) -> dict[str, Any]:
+    def _record(self, case: Case, strategy: str, entry: dict[str, Any], cached: bool) -> Sample:
         error = entry.get("error")
         answer = self._redact(entry.get("answer") or "")
         usage = entry.get("usage") or {}
-        return {
-            "task": case.task,
-            "variant": case.variant,
-            "size": case.size,
-            "position": case.position,
-            "sample": case.sample,
-            "strategy": strategy,
-            "case": case.key,
-            "prompt_hash": case.prompt_hash,
-            "metric": case.metric,
-            "gold": list(case.gold),
-            "answer": answer,
-            "score": 0.0 if error else score(case.metric, answer, case.gold),
-            "latency_s": entry.get("latency_s"),
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"),
-            "upstream_calls": entry.get("upstream_calls"),
-            "applied": entry.get("applied"),
-            "status": entry.get("status"),
-            "error": self._redact(error) if error else None,
-            "cached": cached,
-        }
+        return Sample(
+            task=case.task,
+            variant=case.variant,
+            size=case.size,
+            position=case.position,
+            sample=case.sample,
+            strategy=strategy,
+            case=case.key,
+            prompt_hash=case.prompt_hash,
+            metric=case.metric,
+            gold=tuple(case.gold),
+            answer=answer,
+            score=0.0 if error else score(case.metric, answer, case.gold),
+            latency_s=entry.get("latency_s"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            upstream_calls=entry.get("upstream_calls"),
+            applied=entry.get("applied"),
+            status=entry.get("status"),
+            error=self._redact(error) if error else None,
+            cached=cached,
+        )
 
     def _redact(self, text: str) -> str:
         key = self.target.api_key

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,23 @@ class ShadowSink:
             path, maxBytes=max_bytes, backupCount=BACKUPS, encoding="utf-8", delay=True
         )
         self._handler.setFormatter(logging.Formatter("%(message)s"))
+        # A write cancelled at shutdown still runs to its end in its worker thread: after `close` it must not
+        # reopen the file (the handler opens it lazily), so writes and the close take turns and a closed sink
+        # drops what comes late.
+        self._lock = threading.Lock()
+        self._closed = False
 
     def write(self, record: dict[str, Any]) -> None:
         """Blocking file I/O: call it from a worker thread."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        self._handler.emit(logging.makeLogRecord({"msg": line, "args": None}))
+        with self._lock:
+            if not self._closed:
+                self._handler.emit(logging.makeLogRecord({"msg": line, "args": None}))
 
     def close(self) -> None:
-        self._handler.close()
+        with self._lock:
+            self._closed = True
+            self._handler.close()
 
 
 def sink_files(path: Path) -> list[Path]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from eval.best_pipeline import best_pipeline_section, best_pipelines
+from eval.cases import Sample
 from eval.report import RunInfo, render_markdown, results
 
 ORDER = ("none", "reorder", "recite", "fact")
@@ -105,23 +106,25 @@ def test_one_row_per_task_and_variant_from_the_lifts_over_all_sizes() -> None:
     assert [line.split(" | ")[1] for line in section if line.startswith("| litm-qa")] == ["standard", "hard"]
 
 
-def sample(strategy: str, variant: str, index: int, score: float) -> dict[str, Any]:
-    return {
-        "task": "litm-qa",
-        "variant": variant,
-        "size": 10,
-        "position": 4,
-        "sample": index,
-        "strategy": strategy,
-        "case": f"litm-qa|{variant}|10|4|{index}",
-        "score": score,
-        "error": None,
-        "latency_s": 1.0,
-        "prompt_tokens": 100,
-        "completion_tokens": 5,
-        "upstream_calls": 1,
-        "applied": strategy,
-    }
+def sample(strategy: str, variant: str, index: int, score: float) -> Sample:
+    return Sample.of(
+        {
+            "task": "litm-qa",
+            "variant": variant,
+            "size": 10,
+            "position": 4,
+            "sample": index,
+            "strategy": strategy,
+            "case": f"litm-qa|{variant}|10|4|{index}",
+            "score": score,
+            "error": None,
+            "latency_s": 1.0,
+            "prompt_tokens": 100,
+            "completion_tokens": 5,
+            "upstream_calls": 1,
+            "applied": strategy,
+        }
+    )
 
 
 def test_results_json_and_report_name_the_best_pipeline_from_the_samples() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from eval.cases import Sample
 from eval.effective_length import effective_lengths
 from eval.report import RunInfo, render_markdown, results
 
@@ -22,23 +23,25 @@ CORRECT = {
 }
 
 
-def sample(strategy: str, size: int, depth: int, index: int, score: float) -> dict[str, Any]:
-    return {
-        "task": "length",
-        "variant": VARIANT,
-        "size": size,
-        "position": depth,
-        "sample": index,
-        "strategy": strategy,
-        "case": f"length|{VARIANT}|{size}|{depth}|{index}",
-        "score": score,
-        "error": None,
-        "latency_s": 1.0,
-        "prompt_tokens": 100,
-        "completion_tokens": 5,
-        "upstream_calls": 1,
-        "applied": strategy,
-    }
+def sample(strategy: str, size: int, depth: int, index: int, score: float) -> Sample:
+    return Sample.of(
+        {
+            "task": "length",
+            "variant": VARIANT,
+            "size": size,
+            "position": depth,
+            "sample": index,
+            "strategy": strategy,
+            "case": f"length|{VARIANT}|{size}|{depth}|{index}",
+            "score": score,
+            "error": None,
+            "latency_s": 1.0,
+            "prompt_tokens": 100,
+            "completion_tokens": 5,
+            "upstream_calls": 1,
+            "applied": strategy,
+        }
+    )
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval import litm_qa
-from eval.cases import Case, Grid
+from eval.cases import Case, Grid, Sample
 from eval.fiction import TEMPLATES, invented_facts
 from eval.plan import make_plan, task_record
 from eval.prompt_shapes import SHAPES
@@ -183,21 +183,23 @@ def test_the_report_shows_each_regime_side_by_side_with_where_its_distractors_ca
     grid = Grid((10,), ("0", "9"), 2, options={"distractors": "easy,hard"})
     cases, notes = litm_qa.build(grid, Sources())
     samples = [
-        {
-            "task": c.task,
-            "variant": c.variant,
-            "size": c.size,
-            "position": c.position,
-            "sample": c.sample,
-            "strategy": strategy,
-            "case": c.key,
-            "score": float(c.variant == "standard" or strategy == "none"),
-            "error": None,
-            "latency_s": 1.0,
-            "prompt_tokens": 10,
-            "completion_tokens": 1,
-            "upstream_calls": 1,
-        }
+        Sample.of(
+            {
+                "task": c.task,
+                "variant": c.variant,
+                "size": c.size,
+                "position": c.position,
+                "sample": c.sample,
+                "strategy": strategy,
+                "case": c.key,
+                "score": float(c.variant == "standard" or strategy == "none"),
+                "error": None,
+                "latency_s": 1.0,
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "upstream_calls": 1,
+            }
+        )
         for c in cases
         for strategy in c.strategies or ("none", "reorder")
     ]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eval import litm_qa, swim
-from eval.cases import Case, Grid
+from eval.cases import Case, Grid, Sample
 from eval.litm import Passage, qa_prompt
 from eval.plan import make_plan, task_record
 from eval.prompt_shapes import SHAPES, Chat
@@ -80,21 +80,23 @@ def test_the_run_record_and_the_report_name_the_shape_of_each_task_that_has_one(
     tasks = {task: task_record(task, grid) for task, grid in plan.tasks.items()}
     assert (tasks["litm-qa"]["prompt"], tasks["swim"]["prompt"]) == ("paper", "llamaindex")
     assert "prompt" not in tasks["litm-kv"]
-    sample = {
-        "task": "swim",
-        "variant": "standard",
-        "size": 50,
-        "position": 0,
-        "sample": 0,
-        "strategy": "none",
-        "case": "swim|standard|50|0|0",
-        "score": 1.0,
-        "error": None,
-        "latency_s": 1.0,
-        "prompt_tokens": 10,
-        "completion_tokens": 1,
-        "upstream_calls": 1,
-    }
+    sample = Sample.of(
+        {
+            "task": "swim",
+            "variant": "standard",
+            "size": 50,
+            "position": 0,
+            "sample": 0,
+            "strategy": "none",
+            "case": "swim|standard|50|0|0",
+            "score": 1.0,
+            "error": None,
+            "latency_s": 1.0,
+            "prompt_tokens": 10,
+            "completion_tokens": 1,
+            "upstream_calls": 1,
+        }
+    )
     info = RunInfo("m", "http://proxy/v1", ("none",), 0, "quick", (), tasks)
     markdown = render_markdown(results([sample], info))
     assert "## swim: Single-document QA (SWiM)\n\nprompt shape: `llamaindex`\n" in markdown

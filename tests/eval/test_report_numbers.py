@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from eval.cases import Sample
 from eval.publish import write_report
 from eval.report import RunInfo, load_samples
 from eval.stats import estimate, gap_recovered, paired_bootstrap, wilson
@@ -44,29 +44,31 @@ def test_gap_recovered_as_the_issue_defines_it() -> None:
 
 def sample(
     strategy: str, position: int | None, index: int, score: float, variant: str = "standard", prompt_tokens: int = 100
-) -> dict[str, Any]:
-    return {
-        "task": "litm-qa",
-        "variant": variant,
-        "size": 10,
-        "position": position,
-        "sample": index,
-        "strategy": strategy,
-        "case": f"litm-qa|{variant}|10|{position}|{index}",
-        "prompt_hash": "x",
-        "metric": "best_subspan_em",
-        "gold": ["a"],
-        "answer": "a" if score else "b",
-        "score": score,
-        "latency_s": 1.0 + (strategy != "none"),
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": 5,
-        "upstream_calls": 1 if strategy == "none" else 2,
-        "applied": strategy,
-        "status": 200,
-        "error": None,
-        "cached": False,
-    }
+) -> Sample:
+    return Sample.of(
+        {
+            "task": "litm-qa",
+            "variant": variant,
+            "size": 10,
+            "position": position,
+            "sample": index,
+            "strategy": strategy,
+            "case": f"litm-qa|{variant}|10|{position}|{index}",
+            "prompt_hash": "x",
+            "metric": "best_subspan_em",
+            "gold": ["a"],
+            "answer": "a" if score else "b",
+            "score": score,
+            "latency_s": 1.0 + (strategy != "none"),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 5,
+            "upstream_calls": 1 if strategy == "none" else 2,
+            "applied": strategy,
+            "status": 200,
+            "error": None,
+            "cached": False,
+        }
+    )
 
 
 @pytest.fixture
@@ -111,9 +113,9 @@ def test_results_and_markdown_agree_with_the_samples(report: Path) -> None:
     markdown = (report / "report.md").read_text()
     for cell in results["accuracy"]:
         scores = [
-            s["score"]
+            s.score
             for s in samples
-            if (s["variant"], s["strategy"], s["position"]) == (cell["variant"], cell["strategy"], cell["position"])
+            if (s.variant, s.strategy, s.position) == (cell["variant"], cell["strategy"], cell["position"])
         ]
         assert cell["value"] == pytest.approx(sum(scores) / len(scores))
         assert cell["n"] == len(scores)
@@ -140,8 +142,8 @@ def test_shards_merge_into_the_same_numbers(report: Path, tmp_path: Path) -> Non
     first, second = tmp_path / "a", tmp_path / "b"
     for folder, part in ((first, samples[:half]), (second, samples[half:])):
         folder.mkdir()
-        (folder / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in part))
+        (folder / "samples.jsonl").write_text("".join(json.dumps(s.to_json()) + "\n" for s in part))
     merged = load_samples([first / "samples.jsonl", second / "samples.jsonl", first / "samples.jsonl"])
-    assert sorted(json.dumps(s, sort_keys=True) for s in merged) == sorted(
-        json.dumps(s, sort_keys=True) for s in samples
+    assert sorted(json.dumps(s.to_json(), sort_keys=True) for s in merged) == sorted(
+        json.dumps(s.to_json(), sort_keys=True) for s in samples
     )

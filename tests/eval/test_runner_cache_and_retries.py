@@ -86,8 +86,8 @@ def test_each_strategy_is_sent_as_a_client_would_and_scored(tmp_path: Path) -> N
         "max_tokens": 32,
         "temperature": 0.0,
     }
-    assert [r["score"] for r in records] == [1.0, 0.0, 1.0]
-    assert records[0] | {"latency_s": None} == records[0] | {
+    assert [r.score for r in records] == [1.0, 0.0, 1.0]
+    assert records[0].to_json() | {"latency_s": None} == records[0].to_json() | {
         "upstream_calls": 2,
         "prompt_tokens": 40,
         "completion_tokens": 3,
@@ -106,7 +106,7 @@ def test_a_rerun_is_answered_from_the_cache_and_only_rescored(tmp_path: Path) ->
     again = FakeProxy()
     records = run(again, cache, jobs([CASE], ["none", "reorder"]))
     assert again.requests == []
-    assert all(r["cached"] and r["score"] == 1.0 for r in records)
+    assert all(r.cached and r.score == 1.0 for r in records)
 
 
 def test_an_interrupted_run_resumes_past_a_torn_last_line(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_an_interrupted_run_resumes_past_a_torn_last_line(tmp_path: Path) -> Non
     resumed = FakeProxy()
     records = run(resumed, cache, jobs([CASE], ["none", "reorder"]))
     assert len(resumed.requests) == 1  # only reorder was missing
-    assert [r["cached"] for r in records] == [True, False]
+    assert [r.cached for r in records] == [True, False]
     assert len(ResponseCache(cache)) == 2
 
 
@@ -125,11 +125,11 @@ def test_server_errors_are_retried_and_a_final_failure_is_not_cached(tmp_path: P
     fake = FakeProxy(503, 429, "Paris")
     records = run(fake, cache, jobs([CASE], ["none"]), retries=3)
     assert len(fake.requests) == 3
-    assert records[0]["score"] == 1.0
+    assert records[0].score == 1.0
     failing = FakeProxy(503, 503)
     records = run(failing, tmp_path / "other.jsonl", jobs([CASE], ["none"]), retries=1)
-    assert records[0]["status"] == 503
-    assert records[0]["score"] == 0.0
+    assert records[0].status == 503
+    assert records[0].score == 0.0
     assert not (tmp_path / "other.jsonl").exists()  # retried on the next run, not remembered as an answer
 
 
@@ -137,17 +137,17 @@ def test_a_client_error_is_final_cached_and_scored_zero(tmp_path: Path) -> None:
     fake = FakeProxy(400)
     records = run(fake, tmp_path / "cache.jsonl", jobs([CASE], ["none"]), retries=3)
     assert len(fake.requests) == 1
-    assert records[0]["status"] == 400
-    assert records[0]["score"] == 0.0
-    assert records[0]["error"].startswith("400 y: failed")
+    assert records[0].status == 400
+    assert records[0].score == 0.0
+    assert records[0].error.startswith("400 y: failed")
 
 
 def test_the_key_never_reaches_records_or_cache_even_when_echoed(tmp_path: Path) -> None:
     cache = tmp_path / "cache.jsonl"
     records = run(FakeProxy("Paris {key}", 400), cache, jobs([CASE], ["none", "reorder"]), api_key=CANARY)
-    assert CANARY not in json.dumps(records)
+    assert CANARY not in json.dumps([r.to_json() for r in records])
     assert CANARY not in cache.read_text()
-    assert "[redacted]" in records[0]["answer"]
+    assert "[redacted]" in records[0].answer
 
 
 def test_a_proxy_that_is_down_becomes_an_error_record(tmp_path: Path) -> None:
@@ -157,8 +157,8 @@ def test_a_proxy_that_is_down_becomes_an_error_record(tmp_path: Path) -> None:
     with ResponseCache(tmp_path / "cache.jsonl") as cache:
         runner = Runner(Target("http://proxy/v1", "m", retries=1, backoff=0), cache, 1, httpx.MockTransport(refuse))
         records = asyncio.run(runner.run(jobs([CASE], ["none"])))
-    assert records[0]["error"] == "ConnectError: refused"
-    assert records[0]["status"] is None
+    assert records[0].error == "ConnectError: refused"
+    assert records[0].status is None
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -173,5 +173,5 @@ def test_answers_come_back_in_the_order_of_the_work(tmp_path: Path, concurrency:
     with ResponseCache(tmp_path / "cache.jsonl") as cache:
         runner = Runner(Target("http://proxy/v1", "m"), cache, concurrency, httpx.MockTransport(echo))
         records = asyncio.run(runner.run(jobs(cases, ["none"])))
-    assert [r["position"] for r in records] == list(range(6))
-    assert all(r["score"] == 1.0 for r in records)
+    assert [r.position for r in records] == list(range(6))
+    assert all(r.score == 1.0 for r in records)

@@ -182,3 +182,13 @@ def test_a_candidate_that_does_not_resolve_stops_start_up(make_client: Any) -> N
 
     with pytest.raises(SettingsError, match=r"shadow_strategies\[0\]"):
         make_client(shadow_rate=1.0, shadow_strategies=["no-such-strategy"])
+
+
+def test_a_write_that_comes_after_close_does_not_reopen_the_sink(tmp_path: Path) -> None:
+    from proxy.shadow_sink import ShadowSink
+
+    sink = ShadowSink(tmp_path / "s.jsonl", 1 << 20)
+    sink.write({"n": 1})
+    sink.close()
+    sink.write({"n": 2})  # a cancelled evaluation's write, finishing in its thread after shutdown
+    assert (tmp_path / "s.jsonl").read_text() == '{"n":1}\n'
