@@ -25,6 +25,7 @@ from pathlib import Path
 from eval.cases import Case, Sample, TaskInfo
 from eval.litm import Passage, place, qa_prompt
 from eval.metrics import normalize_answer
+from eval.report import AGREEMENT_METRIC
 from eval.shadow_report import sink_records
 from eval.swim import generate_items
 from eval.tasks import Ask
@@ -73,7 +74,7 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
             order = order[1:] + order[:1]
         permuted = found.with_documents([found.documents[i] for i in order]).render()
         for variant, sent in (("as-captured", body), ("permuted", permuted)):
-            cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), "same_answer",
+            cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), AGREEMENT_METRIC,
                               tokens, body=sent))  # fmt: skip
         passages = [
             Passage(d.title or f"Document {i + 1}", " ".join(d.text.split())) for i, d in enumerate(found.documents)

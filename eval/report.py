@@ -18,6 +18,8 @@ from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, perc
 
 BASELINE = "none"
 
+AGREEMENT_METRIC = "same_answer"
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -93,7 +95,10 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
 def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
     """Each strategy against `none` on the same cases, per task x variant x size and over all sizes."""
     rows = []
-    for (task, variant), group in _group(samples, "task", "variant").items():
+    # An answer scored by agreement with a reference answer (a replay's served one) is not scored for being right:
+    # a lift over `none` on it means nothing, and the verdict must not read one.
+    scored = [s for s in samples if s.metric != AGREEMENT_METRIC]
+    for (task, variant), group in _group(scored, "task", "variant").items():
         by_strategy = _group(group, "strategy")
         if (BASELINE,) not in by_strategy:
             continue

@@ -92,6 +92,9 @@ def test_replay_scores_agreement_stability_and_position(upstream_url: str, captu
     assert "## replay: stability and agreement" in report
     assert "| none | 0.000 |" in report
     assert json.loads((out / "run.json").read_text())["tasks"]["replay"]["size_unit"] == "documents"
+    # Agreement with the served answer is not accuracy: no lift, and no verdict, is read from it.
+    lifted = {row["variant"] for row in json.loads((out / "results.json").read_text())["lift"]}
+    assert lifted == {"positional"}
 
 
 def test_a_sink_without_captured_requests_is_a_clear_error(
