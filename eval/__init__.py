@@ -9,7 +9,7 @@ from eval.cache import ResponseCache
 from eval.cases import Case, Grid, TaskInfo
 from eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
 from eval.publish import write_report
-from eval.report import RunInfo, load_samples
+from eval.results import RunInfo, load_samples
 from eval.runner import Runner, Target, jobs, score
 from eval.sources import Sources, find_sources
 

@@ -14,7 +14,8 @@ from eval.cases import Sample
 from eval.html import render_html
 from eval.plots import draw
 from eval.replay import stability_section
-from eval.report import RunInfo, render_markdown, results
+from eval.report import render_markdown
+from eval.results import RunInfo, results
 
 SAMPLES = "samples.jsonl"
 RUN = "run.json"

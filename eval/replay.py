@@ -25,7 +25,7 @@ from pathlib import Path
 from eval.cases import Case, Sample, TaskInfo
 from eval.litm import Passage, place, qa_prompt
 from eval.metrics import normalize_answer
-from eval.report import AGREEMENT_METRIC
+from eval.results import AGREEMENT_METRIC
 from eval.shadow_report import sink_records
 from eval.swim import generate_items
 from eval.tasks import Ask

@@ -9,7 +9,8 @@ import pytest
 
 from eval.best_pipeline import best_pipeline_section, best_pipelines
 from eval.cases import Sample
-from eval.report import RunInfo, render_markdown, results
+from eval.report import render_markdown
+from eval.results import RunInfo, results
 
 ORDER = ("none", "reorder", "recite", "fact")
 

@@ -9,7 +9,8 @@ import pytest
 
 from eval.cases import Sample
 from eval.effective_length import effective_lengths
-from eval.report import RunInfo, render_markdown, results
+from eval.report import render_markdown
+from eval.results import RunInfo, results
 
 VARIANT = "varsum, whitespace"
 SIZES = (0, 1000, 2000, 4000)

@@ -17,7 +17,8 @@ from eval.cases import Case, Grid, Sample
 from eval.fiction import TEMPLATES, invented_facts
 from eval.plan import make_plan, task_record
 from eval.prompt_shapes import SHAPES
-from eval.report import RunInfo, render_markdown, results
+from eval.report import render_markdown
+from eval.results import RunInfo, results
 from eval.same_entity import same_entity_distractors
 from eval.sources import Sources
 from strategies import parse_request

@@ -13,7 +13,8 @@ from eval.cases import Case, Grid, Sample
 from eval.litm import Passage, qa_prompt
 from eval.plan import make_plan, task_record
 from eval.prompt_shapes import SHAPES, Chat
-from eval.report import RunInfo, render_markdown, results
+from eval.report import render_markdown
+from eval.results import RunInfo, results
 from eval.sources import Sources
 
 GRIDS = {

@@ -10,7 +10,7 @@ import pytest
 
 from eval.cases import Sample
 from eval.publish import write_report
-from eval.report import RunInfo, load_samples
+from eval.results import RunInfo, load_samples
 from eval.stats import estimate, gap_recovered, paired_bootstrap, wilson
 
 

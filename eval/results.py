@@ -1,0 +1,197 @@
+"""What the report shows, as data: the samples read back, accuracy per cell with its interval, each strategy's
+paired lift over `none`, the positional gap it recovers, and its cost. `eval.report` renders these."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.best_pipeline import best_pipelines
+from eval.cases import Sample
+from eval.effective_length import effective_lengths
+from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, percentile
+
+BASELINE = "none"
+
+AGREEMENT_METRIC = "same_answer"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the run was: shown at the head of the report."""
+
+    model: str
+    proxy: str
+    strategies: tuple[str, ...]
+    seed: int
+    profile: str
+    notes: tuple[str, ...] = ()
+    tasks: dict[str, dict[str, str | bool]] = field(default_factory=dict)
+    """Per task: its title, size unit and position unit, and the prompt shape for a task that has one."""
+
+
+def load_samples(paths: Iterable[Path]) -> list[Sample]:
+    """Samples from one or more `samples.jsonl` files (shards), each (case, strategy) once."""
+    seen: dict[tuple[str, str], Sample] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                sample = Sample.of(json.loads(line))
+                seen[(sample.case, sample.strategy)] = sample
+    return list(seen.values())
+
+
+def _group(samples: Iterable[Sample], *fields: str) -> dict[tuple[Any, ...], list[Sample]]:
+    groups: dict[tuple[Any, ...], list[Sample]] = defaultdict(list)
+    for sample in samples:
+        groups[tuple(getattr(sample, f) for f in fields)].append(sample)
+    return groups
+
+
+def order_of(values: Iterable[Any]) -> list[Any]:
+    return sorted(set(values), key=lambda v: (v is None, v))
+
+
+def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
+    """Everything the report shows, as data."""
+    accuracy = []
+    for (task, variant, size, strategy, position), group in sorted(
+        _group(samples, "task", "variant", "size", "strategy", "position").items(), key=lambda kv: _sort_key(kv[0])
+    ):
+        accuracy.append(
+            {
+                "task": task,
+                "variant": variant,
+                "size": size,
+                "strategy": strategy,
+                "position": position,
+                **_estimate_dict(estimate([s.score for s in group])),
+                "errors": sum(1 for s in group if s.error),
+            }
+        )
+    lift = lifts(samples)
+    return {
+        "run": asdict(info),
+        "accuracy": accuracy,
+        "lift": lift,
+        "best_pipeline": best_pipelines(lift, info.strategies),
+        "effective_length": effective_lengths(accuracy),
+        "gap_recovered": gaps(samples),
+        "cost": costs(samples),
+    }
+
+
+def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Each strategy against `none` on the same cases, per task x variant x size and over all sizes."""
+    rows = []
+    # An answer scored by agreement with a reference answer (a replay's served one) is not scored for being right:
+    # a lift over `none` on it means nothing, and the verdict must not read one.
+    scored = [s for s in samples if s.metric != AGREEMENT_METRIC]
+    for (task, variant), group in _group(scored, "task", "variant").items():
+        by_strategy = _group(group, "strategy")
+        if (BASELINE,) not in by_strategy:
+            continue
+        base = {s.case: s.score for s in by_strategy[(BASELINE,)]}
+        for (strategy,), treated in by_strategy.items():
+            if strategy == BASELINE:
+                continue
+            sizes = order_of(s.size for s in treated)
+            for size in [*sizes, None] if len(sizes) > 1 else [None]:
+                # In case order: the bootstrap's draws follow the order of the pairs, and a merged or re-read
+                # run must resample the same pairs as the fresh one.
+                pairs = [
+                    (s.score, base[s.case])
+                    for s in sorted(treated, key=lambda s: str(s.case))
+                    if s.case in base and (size is None or s.size == size)
+                ]
+                if pairs:
+                    lift = paired_bootstrap([p[0] for p in pairs], [p[1] for p in pairs])
+                    rows.append(
+                        {"task": task, "variant": variant, "size": size, "strategy": strategy, **_estimate_dict(lift)}
+                    )
+    return rows
+
+
+def gaps(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """The positional gap recovered, per task x variant x size, where `none` shows a gap."""
+    rows = []
+    for (task, variant, size), group in _group(samples, "task", "variant", "size").items():
+        by_position = {
+            strategy: {p: estimate([s.score for s in g]).value for (p,), g in _group(scored, "position").items()}
+            for (strategy,), scored in _group([s for s in group if s.position is not None], "strategy").items()
+        }
+        if BASELINE not in by_position or len(by_position[BASELINE]) < 2:
+            continue
+        for strategy, accuracy in by_position.items():
+            if strategy != BASELINE:
+                rows.append(
+                    {
+                        "task": task,
+                        "variant": variant,
+                        "size": size,
+                        "strategy": strategy,
+                        "value": gap_recovered(accuracy, by_position[BASELINE]),
+                    }
+                )
+    return rows
+
+
+def costs(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Per task x strategy: upstream calls, tokens and latency, and each relative to `none` on the task.
+
+    `none` counts only the cases the other strategies also ran: its baseline-only cases (closed-book, oracle)
+    have other prompts and would skew every ratio."""
+    rows = []
+    for (task,), group in _group(samples, "task").items():
+        treated = {s.case for s in group if s.strategy != BASELINE}
+        if treated:
+            group = [s for s in group if s.strategy != BASELINE or s.case in treated]
+        per_strategy = {}
+        for (strategy,), scored in _group(group, "strategy").items():
+            answered = [s for s in scored if not s.error]
+            latencies = [s.latency_s for s in answered if s.latency_s is not None]
+            per_strategy[strategy] = {
+                "calls": _mean([s.upstream_calls for s in answered if s.upstream_calls is not None]),
+                "tokens": _mean(
+                    [
+                        (s.prompt_tokens or 0) + (s.completion_tokens or 0)
+                        for s in answered
+                        if s.prompt_tokens is not None
+                    ]
+                ),
+                "p50_s": percentile(latencies, 50),
+                "p95_s": percentile(latencies, 95),
+                "n": len(scored),
+                "errors": len(scored) - len(answered),
+                # The strategy's own report (X-Context-Strategy) of falling back to one plain call.
+                "fallback_share": _mean([float("fallback" in (s.applied or "")) for s in answered]),
+            }
+        base = per_strategy.get(BASELINE)
+        for strategy, cost in per_strategy.items():
+            relative = {
+                f"{k}_vs_none": _ratio(cost[k], base[k]) if base else math.nan
+                for k in ("calls", "tokens", "p50_s", "p95_s")
+            }
+            rows.append({"task": task, "strategy": strategy, **cost, **relative})
+    return rows
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _ratio(value: float, base: float) -> float:
+    return value / base if base and not math.isnan(base) and not math.isnan(value) else math.nan
+
+
+def _estimate_dict(value: Estimate) -> dict[str, Any]:
+    return {"value": value.value, "n": value.n, "stderr": value.stderr, "ci95": [value.low, value.high]}
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is None, v) for v in key)
