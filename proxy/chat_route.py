@@ -5,44 +5,37 @@ the answer relayed (whole, streamed through, or streamed once every call is in).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-import anyio
 import structlog
 from litestar import Request, Response, post
 from litestar.response import Stream
 
 from proxy import json_text
 from proxy.admission import LEASE_KEY
-from proxy.completion_chunks import completion_chunks
+from proxy.chat_streams import completion_frames, relay_stream, stream_when_done
 from proxy.errors import (
     InvalidRequest,
     NotReady,
     PayloadTooLarge,
-    ProxyError,
     ShuttingDown,
-    UpstreamError,
     UpstreamProtocolError,
 )
 from proxy.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
-from proxy.key_guard import KeyGuard
 from proxy.off_loop import LARGE_BODY, off_loop, reading
 from proxy.policy import Auto, RequestFeatures
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
-from proxy.sse import DONE_FRAME, comment_frame, data_frame, json_frame
 from proxy.state import STRATEGY_FIELD, ProxyState, proxy_state
 from proxy.stream_usage import StreamUsage
 from proxy.upstream import Verbatim
 from strategies import (
     ChatRequest,
     Completion,
-    CompletionStream,
     DocumentLimitError,
     Pipeline,
-    PipelineResult,
     UpstreamFailure,
     parse_request,
     run_pipeline,
@@ -103,7 +96,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if chat.stream and chat.documents and not pipeline.streams_directly:
         # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
         record.planned_calls = pipeline.max_upstream_calls()
-        return Stream(_stream_when_done(work, record, chat.body, state, guard), media_type="text/event-stream",
+        return Stream(stream_when_done(work, record, chat.body, state, guard), media_type="text/event-stream",
                       headers=_STREAM_HEADERS)  # fmt: skip
     try:
         result = await _unless_disconnected(request, work, state)
@@ -125,11 +118,11 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
             raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
         return Response(content, media_type="application/json", headers=headers)
     if isinstance(outcome, Completion):
-        frames = _completion_frames(outcome, chat.body, guard)
+        frames = completion_frames(outcome, chat.body, guard)
         return Stream(frames, media_type="text/event-stream", headers={**headers, **_STREAM_HEADERS})
     usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
     return Stream(
-        _relay(outcome, record, usage, state, guard),
+        relay_stream(outcome, record, usage, state, guard),
         media_type="text/event-stream",
         headers={**headers, **_STREAM_HEADERS},
     )
@@ -207,120 +200,6 @@ async def _embedder_ready(state: ProxyState) -> None:
             await state.embedder_ready.wait()
     except TimeoutError:
         raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
-
-
-def _completion_frames(completion: Completion, body: Mapping[str, Any], guard: KeyGuard) -> list[bytes]:
-    options = body.get("stream_options")
-    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-    chunks = completion_chunks(completion.body, include_usage=include_usage)
-    return [*(guard.blank(json_frame(c)) for c in chunks), DONE_FRAME]
-
-
-async def _stream_when_done(
-    work: Awaitable[PipelineResult], record: RequestRecord, body: Mapping[str, Any], state: ProxyState, guard: KeyGuard
-) -> AsyncIterator[bytes]:
-    """Keep-alive comments until the pipeline is done, then its completion as chunks, then `[DONE]`.
-
-    Whatever fails on the way (the upstream, a strategy, the drain deadline, a bug) ends the stream with
-    an error event and `[DONE]`: a client never sees a stream cut without one.
-    """
-    task: asyncio.Future[PipelineResult] = asyncio.ensure_future(work)
-    keepalive = state.settings.stream_keepalive
-    ended = False
-    try:
-        try:
-            while not task.done():
-                waits: set[asyncio.Future[Any]] = {task, state.drain_started()}
-                await asyncio.wait(waits, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
-                if state.draining_expired():
-                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
-                if not task.done():
-                    yield comment_frame()
-            result = task.result()
-            record.applied = result.steps
-            if not isinstance(result.outcome, Completion):
-                raise UpstreamProtocolError("the strategy produced a stream where a completion was expected")
-            if record.shadow is not None:
-                record.shadow.served_completion(result.outcome)
-            frames = _completion_frames(result.outcome, body, guard)
-        except Exception as error:  # every failure becomes the stream's error event; see the docstring
-            frames = [_error_frame(error, record), DONE_FRAME]
-        for frame in frames:
-            yield frame
-        ended = True
-    finally:
-        if not task.done():
-            task.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.gather(task, return_exceptions=True)
-        if not ended:
-            record.finish(CLIENT_CLOSED_REQUEST)
-
-
-async def _relay(
-    stream: CompletionStream, record: RequestRecord, usage: StreamUsage, state: ProxyState, guard: KeyGuard
-) -> AsyncIterator[bytes]:
-    """The upstream's events re-framed one by one, then `[DONE]`; any failure mid-way (the upstream, the
-    drain deadline, a bug) becomes an error event before `[DONE]`."""
-    ended = False
-    events = aiter(stream.events())
-    try:
-        try:
-            while True:
-                data = await _next_or_drained(events, state)
-                if data is None:
-                    break
-                usage.observe(data)
-                if record.shadow is not None:
-                    record.shadow.served_event(data)
-                record.first_event()
-                yield guard.blank(data_frame(data))
-            missing = usage.missing_chunk()
-            if missing is not None:
-                yield json_frame(missing)
-        except Exception as error:  # every failure becomes the stream's error event; see the docstring
-            yield _error_frame(error, record)
-        yield DONE_FRAME
-        ended = True
-    finally:
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
-        if not ended:
-            record.finish(CLIENT_CLOSED_REQUEST)
-
-
-async def _next_or_drained(events: AsyncIterator[str], state: ProxyState) -> str | None:
-    """The next event, None at the end; ShuttingDown once the drain deadline passes, even mid-silence."""
-    if state.draining_expired():
-        raise ShuttingDown("the proxy is shutting down; the stream was ended")
-    following = asyncio.ensure_future(anext(events))
-    try:
-        waits: set[asyncio.Future[Any]] = {following, state.drain_started()}
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not following.done():
-            following.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.gather(following, return_exceptions=True)
-    if not following.done() or following.cancelled():
-        raise ShuttingDown("the proxy is shutting down; the stream was ended")
-    try:
-        return following.result()
-    except StopAsyncIteration:
-        return None
-
-
-def _error_frame(error: Exception, record: RequestRecord) -> bytes:
-    """The error event that ends a stream whose response already started."""
-    if isinstance(error, ProxyError):
-        proxy_error = error
-    elif isinstance(error, UpstreamFailure):
-        proxy_error = UpstreamError(str(error))
-    else:
-        log.exception("stream failed", error_type=type(error).__name__)
-        proxy_error = ProxyError("internal error in the proxy; see its logs")
-    record.error = proxy_error.code
-    return json_frame(proxy_error.envelope())
 
 
 async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[T], state: ProxyState) -> T:

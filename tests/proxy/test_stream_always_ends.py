@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-import proxy.chat_route
+import proxy.chat_streams
 import proxy.stream_usage
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import chat
@@ -37,8 +37,8 @@ def boom(*_: Any, **__: Any) -> Any:
 STAGES = [
     (proxy.stream_usage.StreamUsage, "observe"),
     (proxy.stream_usage.StreamUsage, "missing_chunk"),
-    (proxy.chat_route, "data_frame"),
-    (proxy.chat_route, "_next_or_drained"),
+    (proxy.chat_streams, "data_frame"),
+    (proxy.chat_streams, "next_or_drained"),
 ]
 
 
@@ -53,11 +53,11 @@ def test_a_failure_at_any_stage_of_a_relayed_stream_ends_it_cleanly(
     assert assert_error_then_done(response.text)["code"] == "internal_error"
 
 
-@pytest.mark.parametrize("name", ["_completion_frames", "completion_chunks"])
+@pytest.mark.parametrize("name", ["completion_frames", "completion_chunks"])
 def test_a_failure_while_framing_a_medoid_answer_ends_the_stream_cleanly(
     client: Any, fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    monkeypatch.setattr(proxy.chat_route, name, boom)
+    monkeypatch.setattr(proxy.chat_streams, name, boom)
     response = client.post(
         "/v1/chat/completions", json=chat(QUESTION, stream=True), headers={"x-context-strategy": "medoid; k=2"}
     )
