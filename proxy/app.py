@@ -43,7 +43,14 @@ from proxy.shadow_sink import ShadowSink
 from proxy.state import ProxyState, proxy_state
 from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
-from strategies import Embedder, SentenceTransformerEmbedder, Services, StrategyRegistry, build_registry
+from strategies import (
+    Embedder,
+    SentenceTransformerEmbedder,
+    Services,
+    StrategyRegistry,
+    build_registry,
+    parse_request,
+)
 
 log = structlog.get_logger("contextlift")
 
@@ -194,6 +201,7 @@ def _shadow(
         capture=settings.shadow_capture,
         redact=settings.shadow_capture_redact,
         embedder_ready=state.embedder_ready.is_set,
+        detect=lambda body: parse_request(body, limits=state.document_limits, declared=state.declared_formats),
     )
 
 

@@ -77,7 +77,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.requested = pipeline
     _check_choices(pipeline, chat)
     if state.shadow is not None and state.shadow.sampled():
-        record.shadow = await _shadow_case(request, body, chat, pipeline, state)
+        record.shadow = _shadow_case(request, raw, body, chat, pipeline, state)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
     upstream = RequestUpstream(
@@ -146,21 +146,25 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
     return choice.pipeline, found
 
 
-async def _shadow_case(
-    request: Request[Any, Any, Any], body: dict[str, Any], chat: ChatRequest, pipeline: Pipeline, state: ProxyState
+def _shadow_case(
+    request: Request[Any, Any, Any],
+    raw: bytes,
+    body: dict[str, Any],
+    chat: ChatRequest,
+    pipeline: Pipeline,
+    state: ProxyState,
 ) -> ShadowCase | None:
-    """What shadow evaluation needs of a sampled request, or None when it has no documents. A request served
-    with `none` is read here for the shadow's sake only: what goes upstream for the client stays its bytes."""
-    if not pipeline.steps:
-        try:
-            chat = await _documents_of(body, pipeline, state)
-        except PayloadTooLarge:
-            return None
-    if not chat.documents:
+    """What shadow evaluation keeps of a sampled request, or None when it does not sample it: a body past
+    `shadow_max_body_bytes` (the queue holds bodies outside the memory budget), or one asking for several
+    choices. Nothing here reads the prompt: a request served with `none` has its documents found by the shadow
+    worker, after the response."""
+    if len(raw) > state.settings.shadow_max_body_bytes or body.get("n") not in (None, 1):
         return None
+    model = body.get("model")
     return ShadowCase(
-        chat, pipeline, dict(request.headers), body.get("model") if isinstance(body.get("model"), str) else None
-    )
+        body, pipeline, dict(request.headers), request.url.query, model if isinstance(model, str) else None,
+        detected=chat if chat.documents else None,
+    )  # fmt: skip
 
 
 async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
@@ -187,7 +191,8 @@ def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
     n = chat.body.get("n")
     if executor is None or executor.strategy.answers_n or not chat.documents:
         return
-    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+    # Anything but an absent n or the integer 1 (2.0 and "2" included, which lenient upstreams read as 2).
+    if n is not None and not (type(n) is int and n == 1):
         name = executor.strategy.name
         raise InvalidRequest(f"'n' must be 1 with the {name} strategy, which makes one answer; got n={n}", param="n")
 

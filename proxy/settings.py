@@ -262,6 +262,12 @@ class Settings(BaseSettings):
         default_factory=lambda: ["user", "metadata"],
         description="Fields of a captured request body left out of the sink (top-level names).",
     )
+    shadow_max_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest request body shadow evaluation samples: queued bodies are held outside the memory "
+        "budget, so the queue holds at most shadow_queue of these.",
+    )
     shadow_calls_per_minute: int = Field(
         60, ge=1, description="Most upstream calls shadow evaluation makes per minute; past it, samples are dropped."
     )

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ import structlog
 
 from proxy import json_text
 from proxy.errors import UpstreamError
+from proxy.key_guard import KeyGuard
 from proxy.metrics import ProxyMetrics
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
@@ -39,6 +40,7 @@ log = structlog.get_logger("contextlift.shadow")
 
 _NOT_FOR_SHADOW = ("stream", "stream_options", "n")
 """A shadow call wants one whole answer to compare."""
+_CLIENT_KEY_HEADERS = ("authorization", "api-key", "x-api-key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,9 @@ class ShadowAnswer:
 
 
 class ShadowBudget:
-    """Shadow calls and tokens per minute: a sample that would go past either is dropped."""
+    """Shadow calls and tokens per minute. A sample reserves its calls and an estimate of its tokens before it
+    runs (so concurrent workers cannot all pass the same check), the estimate is corrected once it has run, and
+    what a sample overspent is carried into the next minute as debt rather than forgotten."""
 
     def __init__(self, calls_per_minute: int, tokens_per_minute: int, clock: Callable[[], float] = time.monotonic):
         self._calls_limit = calls_per_minute
@@ -61,22 +65,25 @@ class ShadowBudget:
         self._calls = 0
         self._tokens = 0
 
-    def take(self, calls: int) -> bool:
-        """Reserve `calls` in this minute, if they fit and the minute's tokens are not spent."""
+    def take(self, calls: int, tokens: int) -> bool:
+        """Reserve `calls` and `tokens` in this minute, if both fit."""
         self._roll()
-        if self._calls + calls > self._calls_limit or self._tokens >= self._tokens_limit:
+        if self._calls + calls > self._calls_limit or self._tokens + tokens > self._tokens_limit:
             return False
         self._calls += calls
+        self._tokens += tokens
         return True
 
-    def spend_tokens(self, tokens: int) -> None:
+    def correct(self, reserved: int, spent: int) -> None:
+        """The sample spent `spent` tokens where it reserved `reserved`."""
         self._roll()
-        self._tokens += tokens
+        self._tokens += spent - reserved
 
     def _roll(self) -> None:
         window = int(self._clock() // 60)
         if window != self._window:
-            self._window, self._calls, self._tokens = window, 0, 0
+            self._window, self._calls = window, 0
+            self._tokens = max(0, self._tokens - self._tokens_limit)  # the overspend carries over
 
 
 class Shadow:
@@ -97,6 +104,7 @@ class Shadow:
         capture: bool = False,
         redact: Sequence[str] = (),
         embedder_ready: Callable[[], bool] = lambda: True,
+        detect: Callable[[Mapping[str, Any]], ChatRequest] | None = None,
         seed: int | None = None,
     ) -> None:
         self.rate = rate
@@ -111,6 +119,7 @@ class Shadow:
         self._capture = capture
         self._redact = frozenset(redact)
         self._embedder_ready = embedder_ready
+        self._detect = detect
         self._sampler = random.Random(seed)
         self._tasks: list[asyncio.Task[None]] = []
         self.records = 0
@@ -122,7 +131,8 @@ class Shadow:
 
     def submit(self, case: ShadowCase, status: int | None, calls: int, tokens: int, seconds: float) -> None:
         """Queue a served request for evaluation; never blocks, never raises."""
-        if status != 200 or not case.pieces:
+        if status != 200 or case.unusable or not case.answer.strip():
+            # No answer to compare: an error, an answer this could not read, or one without text (tool calls).
             self._metrics.shadow_samples.labels("not-served").inc()
             return
         try:
@@ -164,23 +174,33 @@ class Shadow:
                 self._metrics.shadow_pending.dec()
 
     async def _evaluate(self, case: ShadowCase, served_calls: int, served_tokens: int, served_seconds: float) -> None:
-        request = replace(case.request, body={k: v for k, v in case.request.body.items() if k not in _NOT_FOR_SHADOW})
-        orders = _other_orders(len(request.documents), _seed_of(case))
-        planned = (
-            sum(p.max_upstream_calls() for _, p in self.candidates) + len(orders) * case.served.max_upstream_calls()
-        )
-        if not self._budget.take(planned):
+        found = case.detected or await self._documents(case)
+        if found is None or not found.documents:
+            self._metrics.shadow_samples.labels("no-documents").inc()
+            return
+        request = replace(found, body={k: v for k, v in found.body.items() if k not in _NOT_FOR_SHADOW})
+        orders = _other_orders(len(request.documents), _seed_of(request))
+        served_calls_each = case.served.max_upstream_calls()
+        planned = sum(p.max_upstream_calls() for _, p in self.candidates) + (1 + len(orders)) * served_calls_each
+        # The served request's own tokens per call are the best estimate of a shadow call's.
+        estimate = planned * max(1, served_tokens // max(1, served_calls))
+        if not self._budget.take(planned, estimate):
             self._metrics.shadow_samples.labels("dropped-budget").inc()
             return
         runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in self.candidates]
+        # The control: the served pipeline again, documents in their order, rendered as the reorders are. A served
+        # answer that the control does not reproduce (sampling, a medoid vote, a rendering that differs) makes the
+        # request's position sensitivity unknown rather than counted.
+        runs.append(("order=same", case.served, request))
         for name, order in orders:
             moved = request.with_documents([request.documents[i] for i in order])
             runs.append((f"order={name}", case.served, moved))
         answers = [await self._ask(pipeline, asked, case) for _, pipeline, asked in runs]
-        self._budget.spend_tokens(sum(a.tokens for a in answers))
+        spent = sum(a.tokens for a in answers)
+        self._budget.correct(estimate, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
-            self._record, case, served_calls, served_tokens, served_seconds, runs, answers, similarities
+            self._record, case, request, served_calls, served_tokens, served_seconds, runs, answers, similarities
         )
         self._observe(record, case)
         if self._sink is not None:
@@ -188,9 +208,23 @@ class Shadow:
         self.records += 1
         self._metrics.shadow_samples.labels("evaluated").inc()
 
+    async def _documents(self, case: ShadowCase) -> ChatRequest | None:
+        """The documents of a request served without looking for them, found now, off the event loop."""
+        if self._detect is None:
+            return None
+        detect = self._detect
+        try:
+            return await anyio.to_thread.run_sync(lambda: detect(case.body))
+        except Exception:  # a body detection refuses (over the document limits) is one the shadow skips
+            return None
+
     async def _ask(self, pipeline: Pipeline, request: ChatRequest, case: ShadowCase) -> ShadowAnswer:
         upstream = RequestUpstream(
-            self._upstream, case.inbound_headers, max(1, pipeline.max_upstream_calls()), retry_budget=0
+            self._upstream,
+            case.inbound_headers,
+            max(1, pipeline.max_upstream_calls()),
+            retry_budget=0,
+            query=case.query,
         )
         started = time.perf_counter()
         try:
@@ -218,6 +252,7 @@ class Shadow:
     def _record(
         self,
         case: ShadowCase,
+        request: ChatRequest,
         served_calls: int,
         served_tokens: int,
         served_seconds: float,
@@ -241,30 +276,42 @@ class Shadow:
                 "error": answer.error,
             })  # fmt: skip
         candidates = rows[: len(self.candidates)]
-        position = rows[len(self.candidates) :]
+        control, position = rows[len(self.candidates)], rows[len(self.candidates) + 1 :]
         answered = [row for row in position if row["error"] is None]
+        # Sensitive: the control reproduced the served answer and a reorder did not; without a reproducing control
+        # (or any reorder answered) the request's sensitivity is unknown.
+        sensitive = any(not row["agrees"] for row in answered) if control["agrees"] and answered else None
         record: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
-            "request": _digest(json_text.dumps(case.request.body, compact=True)),
+            "request": _digest(json_text.dumps(case.body, compact=True)),
             "model": (case.model or "")[:200],
-            "documents": len(case.request.documents),
+            "documents": len(request.documents),
             "served": case.served.label,
             "answer": _digest(served),
             "calls": served_calls,
             "tokens": served_tokens,
             "seconds": round(served_seconds, 4),
             "candidates": candidates,
+            "control": control,
             "position": position,
-            "position_sensitive": any(not row["agrees"] for row in answered) if answered else None,
+            "position_sensitive": sensitive,
         }
         if self._capture:
-            # The body never holds the key (headers do, and are never written); an answer may echo it: blanked.
-            guard = self._upstream.guard(self._upstream.forwarded(case.inbound_headers))
-            body = {k: v for k, v in case.request.render().items() if k not in self._redact}
+            # Headers are never written. A key can still be in a body or an answer (a client that pasted it, an
+            # upstream that echoes it): the operator's key and every credential the client sent are blanked.
+            guards = [self._upstream.guard(self._upstream.forwarded(case.inbound_headers))]
+            guards += [KeyGuard.for_headers(case.inbound_headers, name) for name in _CLIENT_KEY_HEADERS]
+
+            def blank(text: str) -> str:
+                for guard in guards:
+                    text = guard.blank_text(text)
+                return text
+
+            body = {k: v for k, v in case.body.items() if k not in self._redact}
             record["captured"] = {
-                "body": json_text.loads(guard.blank(json_text.dumps(body, compact=True).encode())),
-                "served": guard.blank_text(case.answer),
-                "answers": [guard.blank_text(a.text) for a in answers],
+                "body": json_text.loads(blank(json_text.dumps(body, compact=True))),
+                "served": blank(case.answer),
+                "answers": [blank(a.text) for a in answers],
             }
         return record
 
@@ -295,10 +342,10 @@ def _other_orders(count: int, seed: int) -> list[tuple[str, list[int]]]:
     return [("reversed", served[::-1]), ("permuted", permuted)]
 
 
-def _seed_of(case: ShadowCase) -> int:
+def _seed_of(request: ChatRequest) -> int:
     """The same request draws the same permutation; the documents' openings are enough to tell requests apart
     and cost nothing in proportion to their size."""
-    openings = "\0".join(d.text[:256] for d in case.request.documents)
+    openings = "\0".join(d.text[:256] for d in request.documents)
     return int(hashlib.sha256(openings.encode()).hexdigest()[:8], 16)
 
 

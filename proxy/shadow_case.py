@@ -1,4 +1,9 @@
-"""A request sampled for shadow evaluation: what was served, kept in memory until the response has been sent."""
+"""A request sampled for shadow evaluation: what was served, kept in memory until the response has been sent.
+
+Everything here runs in the client's request path, so nothing here may fail it: a method that meets something it
+cannot read marks the case unusable instead of raising, and the work in proportion to the request (finding its
+documents) is left to the shadow worker, after the response.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strategies import ChatRequest, Completion, Pipeline
-from strategies.plugin import answer_text
 
 MAX_ANSWER_CHARS = 64 * 1024
 """The served answer is kept up to here: enough to compare any chat answer, bounded against an endless stream."""
@@ -16,14 +20,20 @@ MAX_ANSWER_CHARS = 64 * 1024
 
 @dataclass(slots=True)
 class ShadowCase:
-    """The request as the proxy parsed it (documents found), the pipeline that served it, and its answer."""
+    """The client's request as parsed, the pipeline that served it, and its answer as relayed."""
 
-    request: ChatRequest
+    body: Mapping[str, Any]
     served: Pipeline
     inbound_headers: Mapping[str, str]
     """The client's headers, for the shadow calls to carry its key where the operator has none; never written."""
+    query: str
+    """The client's query string (an Azure-style `api-version`), sent on every shadow call as on the served one."""
     model: str | None
+    detected: ChatRequest | None = None
+    """The request with its documents found, when serving it found them; else the shadow worker finds them."""
     pieces: list[str] = field(default_factory=list)
+    unusable: bool = False
+    """The served answer could not be read (an upstream's malformed answer): nothing to compare with."""
     _chars: int = 0
 
     @property
@@ -31,21 +41,27 @@ class ShadowCase:
         return "".join(self.pieces)
 
     def served_completion(self, completion: Completion) -> None:
-        self._add(answer_text(completion))
+        try:
+            choices = completion.body.get("choices")
+            message = choices[0].get("message") if isinstance(choices, list) and choices else None
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, str):
+                self._add(content)
+        except Exception:  # never the client's problem: an answer this cannot read is one not to compare
+            self.unusable = True
 
     def served_event(self, data: str) -> None:
-        """One relayed stream event: its content delta, if any, is part of the served answer."""
-        if self._chars >= MAX_ANSWER_CHARS:
+        """One relayed stream event: the content delta of its first choice, if any, is part of the served answer."""
+        if self._chars >= MAX_ANSWER_CHARS or self.unusable:
             return
         try:
             chunk: Any = json.loads(data)
-        except ValueError:
-            return
-        choices = chunk.get("choices") if isinstance(chunk, dict) else None
-        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        delta = first.get("delta")
-        if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-            self._add(delta["content"])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") if isinstance(choice, dict) and choice.get("index", 0) == 0 else None
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str) and delta["content"]:
+                    self._add(delta["content"])
+        except Exception:  # as above
+            self.unusable = True
 
     def _add(self, text: str) -> None:
         text = text[: MAX_ANSWER_CHARS - self._chars]

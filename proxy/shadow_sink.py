@@ -6,11 +6,20 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import os
 import threading
 from pathlib import Path
 from typing import Any
 
 BACKUPS = 3
+
+
+class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """Each file of the sink readable by its owner only: captured requests are users' content."""
+
+    def _open(self) -> Any:
+        descriptor = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(descriptor, self.mode, encoding=self.encoding)
 
 
 class ShadowSink:
@@ -19,7 +28,7 @@ class ShadowSink:
     def __init__(self, path: Path, max_bytes: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._handler = logging.handlers.RotatingFileHandler(
+        self._handler = _PrivateRotatingFile(
             path, maxBytes=max_bytes, backupCount=BACKUPS, encoding="utf-8", delay=True
         )
         self._handler.setFormatter(logging.Formatter("%(message)s"))

@@ -32,8 +32,9 @@ def intermediate_body(request: ChatRequest, prompt: str, max_tokens: int) -> dic
 
 
 def answer_text(completion: Completion) -> str:
-    choices = completion.body.get("choices") or []
-    if not choices or not isinstance(choices[0], Mapping):
+    """The first choice's text, or "" when an upstream's answer has none where OpenAI's shape puts it."""
+    choices = completion.body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         return ""
     message = choices[0].get("message") or {}
     content = message.get("content") if isinstance(message, Mapping) else None

@@ -23,6 +23,14 @@ def test_one_answer_executors_refuse_n_above_one(client: Any, fake: FakeUpstream
     assert fake.requests == []
 
 
+@pytest.mark.parametrize("n", [2.0, "2", 0])
+def test_an_n_that_is_not_the_integer_one_is_refused_too(client: Any, fake: FakeUpstream, n: object) -> None:
+    response = client.post("/v1/chat/completions", json={**BODY, "n": n}, headers={"X-Context-Strategy": "recite"})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "n"
+    assert fake.requests == []
+
+
 def test_n_of_one_is_fine(client: Any, fake: FakeUpstream) -> None:
     fake.queue(httpx.Response(200, json=completion("NONE")), httpx.Response(200, json=completion("fact 1")))
     response = client.post("/v1/chat/completions", json={**BODY, "n": 1}, headers={"X-Context-Strategy": "recite"})

@@ -84,8 +84,8 @@ def test_the_response_is_the_same_bytes_with_shadow_on(make_client: Any, fake: F
     settle(on)
     assert shadow_of(on).records == 1
     assert metric(on, "contextlift_shadow_pending") == 0
-    # The served call, then the candidate and the two other orders: after the response, in the background.
-    assert len(fake.requests) == 2 + 3
+    # The served call, then the candidate, the control (same order) and the two other orders: after the response.
+    assert len(fake.requests) == 2 + 4
     assert all(not json.loads(r.content).get("stream") for r in fake.requests[2:])
 
 
@@ -107,11 +107,16 @@ def test_failing_or_hanging_shadow_calls_change_nothing_for_the_client(
 
 
 def test_a_full_queue_drops_and_counts(make_client: Any, fake: FakeUpstream) -> None:
-    fake.queue(httpx.Response(200, json=completion("ok")), hangs)
-    for _ in range(3):
-        fake.queue(httpx.Response(200, json=completion("ok")))
+    def served_streams_shadow_hangs(request: httpx.Request) -> Any:
+        # The client's requests stream; a shadow call never does: it hangs, and holds the only shadow worker.
+        if json.loads(request.content).get("stream"):
+            events = [chunk("ok"), chunk(finish="stop")]
+            return httpx.Response(200, content=sse_body(events), headers={"content-type": "text/event-stream"})
+        return hangs(request)
+
+    fake.queue(*[served_streams_shadow_hangs] * 10)
     on = make_client(shadow_rate=1.0, shadow_queue=1, shadow_max_in_flight=1, upstream_timeout=60)
-    statuses = [on.post("/v1/chat/completions", json=BODY).status_code for _ in range(3)]
+    statuses = [on.post("/v1/chat/completions", json={**BODY, "stream": True}).status_code for _ in range(3)]
     assert statuses == [200, 200, 200]
     assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-queue") >= 1
     assert metric(on, "contextlift_shadow_pending") == 2  # one hanging in the worker, one waiting
@@ -126,7 +131,7 @@ def test_the_budget_drops_what_would_go_past_it(make_client: Any, fake: FakeUpst
 
 
 def test_an_order_dependent_answer_is_position_sensitive(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
-    fake.queue(*[first_title] * 4)
+    fake.queue(*[first_title] * 5)
     sink = tmp_path / "shadow.jsonl"
     on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
     assert on.post("/v1/chat/completions", json=BODY).json()["choices"][0]["message"]["content"] == "T1"
@@ -139,7 +144,7 @@ def test_an_order_dependent_answer_is_position_sensitive(make_client: Any, fake:
 
 
 def test_an_order_blind_answer_is_not(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
-    fake.queue(*[blind] * 4)
+    fake.queue(*[blind] * 5)
     sink = tmp_path / "shadow.jsonl"
     on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
     on.post("/v1/chat/completions", json=BODY)
@@ -192,3 +197,81 @@ def test_a_write_that_comes_after_close_does_not_reopen_the_sink(tmp_path: Path)
     sink.close()
     sink.write({"n": 2})  # a cancelled evaluation's write, finishing in its thread after shutdown
     assert (tmp_path / "s.jsonl").read_text() == '{"n":1}\n'
+
+
+def test_an_answer_the_shadow_cannot_read_is_still_relayed_as_it_came(make_client: Any, fake: FakeUpstream) -> None:
+    odd = {**completion(), "choices": 5}
+    fake.queue(httpx.Response(200, json=odd), httpx.Response(200, json=odd))
+    off = make_client().post("/v1/chat/completions", json=BODY)
+    on_client = make_client(shadow_rate=1.0, shadow_strategies=["reorder"])
+    on = on_client.post("/v1/chat/completions", json=BODY)
+    assert visible(on) == visible(off)
+    assert on.json()["choices"] == 5
+    settle(on_client)
+    assert metric(on_client, "contextlift_shadow_samples_total", outcome="not-served") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "settings"),
+    [
+        ({**BODY, "n": 2}, {}),
+        ({**BODY, "user": "x" * 2048}, {"shadow_max_body_bytes": 1024}),
+    ],
+    ids=["several-choices", "body-over-the-bound"],
+)
+def test_requests_the_shadow_cannot_compare_or_hold_are_not_sampled(
+    make_client: Any, fake: FakeUpstream, body: dict[str, Any], settings: dict[str, Any]
+) -> None:
+    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], **settings)
+    assert on.post("/v1/chat/completions", json=body).status_code == 200
+    settle(on)
+    assert shadow_of(on).records == 0
+    assert len(fake.requests) == 1
+
+
+def test_a_control_that_does_not_reproduce_the_served_answer_makes_sensitivity_unknown(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    answers = iter(["T1", "T9", "T7", "T1", "T1"])  # served, candidate, control (differs), reversed, permuted
+    fake.queue(*[lambda _r: httpx.Response(200, json=completion(next(answers)))] * 5)
+    sink = tmp_path / "shadow.jsonl"
+    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
+    on.post("/v1/chat/completions", json=BODY)
+    settle(on)
+    record = json.loads(sink.read_text())
+    assert record["control"]["agrees"] is False
+    assert record["position_sensitive"] is None
+    assert metric(on, "contextlift_shadow_position_total", model="fake-model", outcome="unknown") == 1
+
+
+def test_no_credential_the_client_sent_reaches_the_sink(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
+    client_key, azure_key = "sk-client-5f0c2d9e77", "azure-key-0b7e4f11aa"
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=completion(f"T1 {client_key} {azure_key}"))
+
+    fake.queue(*[echo] * 5)
+    sink = tmp_path / "shadow.jsonl"
+    on = make_client(
+        shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink), shadow_capture=True,
+        upstream_api_key="sk-operator-1234567890",
+    )  # fmt: skip
+    pasted = {**BODY, "messages": [{"role": "system", "content": f"key {client_key}"}, *BODY["messages"]]}
+    headers = {"Authorization": f"Bearer {client_key}", "api-key": azure_key}
+    on.post("/v1/chat/completions", json=pasted, headers=headers)
+    settle(on)
+    text = sink.read_text()
+    assert "[redacted]" in text
+    assert client_key not in text
+    assert azure_key not in text
+    assert sink.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_token_budget_is_reserved_before_a_sample_runs(make_client: Any, fake: FakeUpstream) -> None:
+    # The served call used 12 tokens: a sample of 1 candidate + control + 2 orders reserves 4 x 12 = 48.
+    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_tokens_per_minute=60)
+    for _ in range(2):
+        assert on.post("/v1/chat/completions", json=BODY).status_code == 200
+        settle(on)
+    assert shadow_of(on).records == 1
+    assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-budget") == 1
