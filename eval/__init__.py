@@ -2,28 +2,35 @@
 scores, and reported with confidence intervals, the lift of each strategy over `none`, the positional gap
 it recovers, and its cost. `contextlift eval` is the command line; these are its parts for use from Python.
 
-Tasks (one module each): `litm_qa`, `litm_kv`, `swim`, `length`, `multifact`.
+Tasks (one module each, each exporting its `Task` as `TASK`; `eval.plan.TASKS` lists them): `litm_qa`, `litm_kv`,
+`swim`, `length`, `multifact`.
 """
 
-from eval.cache import ResponseCache
-from eval.cases import Case, Grid, TaskInfo
+from eval.cache import Answer, ResponseCache
+from eval.cases import Case, Grid, Sample, TaskInfo
 from eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
 from eval.publish import write_report
 from eval.results import RunInfo, load_samples
 from eval.runner import Runner, Target, jobs, score
 from eval.sources import Sources, find_sources
+from eval.tasks import BuildContext, Option, Task
 
 __all__ = [
     "PROFILES",
     "TASKS",
+    "Answer",
+    "BuildContext",
     "Case",
     "Grid",
+    "Option",
     "Plan",
     "ResponseCache",
     "RunInfo",
     "Runner",
+    "Sample",
     "Sources",
     "Target",
+    "Task",
     "TaskInfo",
     "build_cases",
     "find_sources",

@@ -5,8 +5,56 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The proxy's answer to one request, or how the request failed: a line of the cache, which holds these fields
+    in this order."""
+
+    key: str
+    """The request's `request_key`."""
+    strategy: str
+    final: bool
+    """Whether a re-run may reuse it: a completion, or an error no retry would change. A request that failed after
+    every retry is not final and is not cached."""
+    answer: str = ""
+    latency_s: float | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """The upstream's `prompt_tokens` and `completion_tokens`, in the order it reported them."""
+    upstream_calls: int | None = None
+    applied: str | None = None
+    """`X-Context-Strategy` as the proxy answered it. A failure has none, and its line leaves the field out, as the
+    cache's lines always have."""
+    status: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Answer:
+        """An answer from its cache line; fields the line lacks (or holds as null) take their defaults."""
+        return cls(
+            key=record["key"],
+            strategy=record.get("strategy") or "",
+            final=record.get("final", True),
+            answer=record.get("answer") or "",
+            latency_s=record.get("latency_s"),
+            usage=record.get("usage") or {},
+            upstream_calls=record.get("upstream_calls"),
+            applied=record.get("applied"),
+            status=record.get("status"),
+            error=record.get("error"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f.name: dict(self.usage) if f.name == "usage" else getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "applied" or self.error is None
+        }
 
 
 def request_key(model: str, strategy: str, body: dict[str, Any]) -> str:
@@ -21,7 +69,7 @@ class ResponseCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._entries: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, Answer] = {}
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -29,7 +77,7 @@ class ResponseCache:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                    self._entries[entry["key"]] = entry
+                    self._entries[entry["key"]] = Answer.of(entry)
         self._handle: TextIO | None = None
 
     def __enter__(self) -> ResponseCache:
@@ -41,18 +89,18 @@ class ResponseCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> Answer | None:
         return self._entries.get(key)
 
-    def put(self, entry: dict[str, Any]) -> None:
+    def put(self, answer: Answer) -> None:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
             self._handle = self.path.open("a", encoding="utf-8")
             if needs_newline:
                 self._handle.write("\n")
-        self._entries[entry["key"]] = entry
-        self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._entries[answer.key] = answer
+        self._handle.write(json.dumps(answer.to_json(), ensure_ascii=False) + "\n")
         self._handle.flush()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import functools
 import json
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
@@ -35,19 +36,36 @@ MAX_TOKENS = 256
 """Room for the step-by-step reasoning the paper's prompt asks for."""
 CHUNK_TOKENS = 500
 DISTRACTIONS = ("whitespace", "essay")
+PROBLEM_KINDS = ("varsum", "gsm8k")
 _WHITESPACE_UNIT = " \n"
 """Two of these are one cl100k token, where a run of plain spaces packs dozens into one."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def _names_from(choices: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
+    def names(text: str) -> list[str]:
+        values = text.split(",")
+        unknown = sorted(set(values) - set(choices))
+        if unknown:
+            raise ValueError(f"length: unknown {what} {', '.join(unknown)}; choose {', '.join(choices)}")
+        return values
+
+    return names
+
+
+DISTRACTION = Option("distraction", "whitespace", _names_from(DISTRACTIONS, "distraction"))
+"""`--option length.distraction=whitespace,essay`: what fills the context, one variant each."""
+PROBLEMS = Option("problems", "varsum,gsm8k", _names_from(PROBLEM_KINDS, "problems"))
+"""`--option length.problems=varsum,gsm8k`: Variable Summation, GSM8K, or both, one variant each."""
+ANSWER_TOKENS = Option("max_tokens", str(MAX_TOKENS), int)
+"""`--option length.max_tokens=N`: the tokens each answer may take."""
+
+
 def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
-    distractions = grid.options.get("distraction", "whitespace").split(",")
-    problems = grid.options.get("problems", "varsum,gsm8k").split(",")
-    unknown = set(distractions) - set(DISTRACTIONS) | set(problems) - {"varsum", "gsm8k"}
-    if unknown:
-        raise ValueError(f"length: unknown option value(s) {', '.join(sorted(unknown))}")
+    distractions = DISTRACTION.read(grid)
+    problems = PROBLEMS.read(grid)
     depths = resolve_positions(grid.positions, 101, indexed=False) if grid.positions else [0, 100]
-    max_tokens = int(grid.options.get("max_tokens", MAX_TOKENS))
+    max_tokens = ANSWER_TOKENS.read(grid)
     tokenizer = TiktokenTokenizer()
     notes = [] if sources.gsm8k or "gsm8k" not in problems else ["length: GSM8K-style problems generated."]
     cases = []
@@ -168,5 +186,5 @@ TASK = Task(
         ),
     },
     lambda grid, context: build(grid, context.sources),
-    (Option("distraction"), Option("problems"), Option("max_tokens")),
+    (DISTRACTION, PROBLEMS, ANSWER_TOKENS),
 )

@@ -38,7 +38,7 @@ from eval.litm import (
     load_qa,
     place,
 )
-from eval.prompt_shapes import PAPER, Chat, check_prompt_shape, prompt_shape
+from eval.prompt_shapes import PROMPT, Chat
 from eval.same_entity import same_entity_distractors
 from eval.sources import Sources
 from eval.squad import SameArticleQuestion, same_article_questions
@@ -83,9 +83,13 @@ def distractor_regimes(text: str) -> list[str]:
     return [regime for regime in DISTRACTORS if regime in chosen]
 
 
+REGIMES = Option("distractors", "easy", distractor_regimes)
+"""`--option litm-qa.distractors=easy,hard,squad`: the distractor regimes to build, each its own variant."""
+
+
 def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
-    shape = prompt_shape(grid.options.get("prompt", PAPER))
-    regimes = distractor_regimes(grid.options.get("distractors", "easy"))
+    shape = PROMPT.read(grid)
+    regimes = REGIMES.read(grid)
     if "squad" in regimes and sources.squad is None:
         raise ValueError(
             "litm-qa: distractors=squad reads SQuAD 2.0's dev file (squad-v2.0-dev.json); "
@@ -256,5 +260,5 @@ TASK = Task(
     INFO,
     {"quick": Grid((10,), ("0%", "50%", "100%"), 1), "full": Grid((10, 20, 30), (), 100)},
     lambda grid, context: build(grid, context.sources),
-    (Option("prompt", check_prompt_shape), Option("distractors", distractor_regimes)),
+    (PROMPT, REGIMES),
 )

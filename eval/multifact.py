@@ -50,9 +50,22 @@ class NeedleConfig:
         return f"K{self.keys}V{self.values}Q{self.queries}"
 
 
+def needle_configs(text: str) -> list[NeedleConfig]:
+    """The `needles` option's value: comma-separated `KxVyQz`.
+
+    Raises:
+        ValueError: a part that is not one.
+    """
+    return [NeedleConfig.parse(c) for c in text.split(",")]
+
+
+NEEDLES = Option("needles", "K1V4Q1", needle_configs)
+"""`--option multifact.needles=K1V4Q1,...`: keys, values per key and keys queried, one variant each."""
+
+
 def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
     del sources  # generated only: RULER's haystacks are built, not read
-    configs = [NeedleConfig.parse(c) for c in grid.options.get("needles", "K1V4Q1").split(",")]
+    configs = NEEDLES.read(grid)
     tokenizer = TiktokenTokenizer()
     cases = []
     for config in configs:
@@ -118,5 +131,5 @@ TASK = Task(
         "full": Grid((2000, 4000, 7000), (), 50, options={"needles": "K1V10Q1,K5V10Q1"}),
     },
     lambda grid, context: build(grid, context.sources),
-    (Option("needles"),),
+    (NEEDLES,),
 )

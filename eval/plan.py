@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 
 from eval import length, litm_kv, litm_qa, multifact, swim
 from eval.cases import Case, Grid
-from eval.prompt_shapes import PAPER
+from eval.prompt_shapes import PROMPT
 from eval.sources import Sources
 from eval.tasks import Ask, BuildContext, Task
 
@@ -71,11 +71,10 @@ def make_plan(
         if option is None:
             known = ", ".join(o.name for o in TASKS[task].options) or "none"
             raise ValueError(f"--option {text!r}: {task} has no option {key!r} (it has: {known})")
-        if option.check is not None:
-            try:
-                option.check(value)
-            except ValueError as error:
-                raise ValueError(f"--option {text!r}: {error}") from None
+        try:
+            option.parse(value)
+        except ValueError as error:
+            raise ValueError(f"--option {text!r}: {error}") from None
         if task in grids:
             grids[task] = replace(grids[task], options={**grids[task].options, key: value})
     return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))
@@ -85,8 +84,8 @@ def task_record(task: str, grid: Grid) -> dict[str, str | bool]:
     """What run.json and the report say of a task: its `TaskInfo`, and the prompt shape its cases were rendered
     in where it has the `prompt` option."""
     record: dict[str, str | bool] = dict(asdict(TASKS[task].info))
-    if TASKS[task].option("prompt") is not None:
-        record["prompt"] = grid.options.get("prompt", PAPER)
+    if PROMPT in TASKS[task].options:
+        record["prompt"] = grid.options.get(PROMPT.name, PROMPT.default)
     return record
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from eval.litm import Passage, qa_prompt
+from eval.tasks import Option
 
 PAPER = "paper"
 
@@ -161,21 +162,15 @@ SHAPES: dict[str, Shape] = {
 
 
 def prompt_shape(name: str) -> Shape:
-    """The renderer of shape `name`.
+    """The renderer of shape `name`: the `prompt` option's value as a task reads it.
 
     Raises:
         ValueError: an unknown shape.
     """
     if name not in SHAPES:
-        raise ValueError(f"unknown prompt shape {name!r}; choose {', '.join(SHAPES)}")
+        raise ValueError(f"unknown prompt shape; choose {', '.join(SHAPES)}")
     return SHAPES[name]
 
 
-def check_prompt_shape(name: str) -> None:
-    """The `prompt` option's check: a shape this module renders.
-
-    Raises:
-        ValueError: any other name.
-    """
-    if name not in SHAPES:
-        raise ValueError(f"unknown prompt shape; choose {', '.join(SHAPES)}")
+PROMPT = Option("prompt", PAPER, prompt_shape)
+"""`--option TASK.prompt=SHAPE` of each task that renders its documents in an app's shape."""

@@ -8,12 +8,12 @@ import asyncio
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 import httpx
 
-from eval.cache import ResponseCache, request_key
+from eval.cache import Answer, ResponseCache, request_key
 from eval.cases import Case, Sample
 from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
 
@@ -143,88 +143,76 @@ class Runner:
     async def _answer(self, client: httpx.AsyncClient, case: Case, strategy: str) -> Sample:
         body = request_body(case, self.target.model)
         key = request_key(self.target.model, strategy, body)
-        entry = self.cache.get(key)
-        cached = entry is not None
-        if entry is None:
-            entry = await self._send(client, body, strategy, key)
-            entry["answer"] = self._redact(entry["answer"])
-            entry["error"] = self._redact(entry["error"]) if entry["error"] else None
-            if entry["final"]:
-                self.cache.put(entry)
-        return self._record(case, strategy, entry, cached)
+        reply = self.cache.get(key)
+        cached = reply is not None
+        if reply is None:
+            reply = await self._send(client, body, strategy, key)
+            reply = replace(
+                reply,
+                answer=self._redact(reply.answer),
+                error=self._redact(reply.error) if reply.error else None,
+            )
+            if reply.final:
+                self.cache.put(reply)
+        return self._record(case, strategy, reply, cached)
 
-    async def _send(self, client: httpx.AsyncClient, body: dict[str, Any], strategy: str, key: str) -> dict[str, Any]:
+    async def _send(self, client: httpx.AsyncClient, body: dict[str, Any], strategy: str, key: str) -> Answer:
         attempt = 0
         while True:
             started = time.perf_counter()
             try:
                 response = await client.post("/chat/completions", json=body, headers={STRATEGY_HEADER: strategy})
             except httpx.HTTPError as error:
-                failure: dict[str, Any] = {"status": None, "error": f"{type(error).__name__}: {error}"}
+                status, message = None, f"{type(error).__name__}: {error}"
             else:
                 latency = time.perf_counter() - started
                 if response.status_code == 200:
-                    return self._entry(key, strategy, response, latency)
-                failure = {"status": response.status_code, "error": _error_message(response)}
+                    return self._completion(key, strategy, response, latency)
+                status, message = response.status_code, _error_message(response)
                 if response.status_code not in _RETRY_STATUSES:
-                    return {
-                        "key": key,
-                        "strategy": strategy,
-                        "final": True,
-                        "answer": "",
-                        "latency_s": latency,
-                        "usage": {},
-                        "upstream_calls": _calls(response),
-                        **failure,
-                    }
+                    return Answer(
+                        key,
+                        strategy,
+                        True,
+                        latency_s=latency,
+                        upstream_calls=_calls(response),
+                        status=status,
+                        error=message,
+                    )
             attempt += 1
             if attempt > self.target.retries:
-                return {
-                    "key": key,
-                    "strategy": strategy,
-                    "final": False,
-                    "answer": "",
-                    "latency_s": None,
-                    "usage": {},
-                    "upstream_calls": None,
-                    **failure,
-                }
+                return Answer(key, strategy, False, status=status, error=message)
             await asyncio.sleep(self.target.backoff * 2 ** (attempt - 1))
 
-    def _entry(self, key: str, strategy: str, response: httpx.Response, latency: float) -> dict[str, Any]:
+    def _completion(self, key: str, strategy: str, response: httpx.Response, latency: float) -> Answer:
         try:
             payload = response.json()
             answer = payload["choices"][0]["message"].get("content") or ""
             usage = payload.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return {
-                "key": key,
-                "strategy": strategy,
-                "final": True,
-                "answer": "",
-                "latency_s": latency,
-                "usage": {},
-                "upstream_calls": _calls(response),
-                "status": 200,
-                "error": "unreadable completion body",
-            }
-        return {
-            "key": key,
-            "strategy": strategy,
-            "final": True,
-            "answer": self._redact(answer),
-            "latency_s": latency,
-            "usage": {k: v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens")},
-            "upstream_calls": _calls(response),
-            "applied": response.headers.get(STRATEGY_HEADER.lower()),
-            "status": 200,
-            "error": None,
-        }
+            return Answer(
+                key,
+                strategy,
+                True,
+                latency_s=latency,
+                upstream_calls=_calls(response),
+                status=200,
+                error="unreadable completion body",
+            )
+        return Answer(
+            key,
+            strategy,
+            True,
+            self._redact(answer),
+            latency,
+            {k: v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens")},
+            _calls(response),
+            response.headers.get(STRATEGY_HEADER.lower()),
+            200,
+        )
 
-    def _record(self, case: Case, strategy: str, entry: dict[str, Any], cached: bool) -> Sample:
-        error = entry.get("error")
-        answer = self._redact(entry.get("answer") or "")
-        usage = entry.get("usage") or {}
+    def _record(self, case: Case, strategy: str, reply: Answer, cached: bool) -> Sample:
+        answer = self._redact(reply.answer)
         return Sample(
             task=case.task,
             variant=case.variant,
@@ -237,14 +225,14 @@ class Runner:
             metric=case.metric,
             gold=tuple(case.gold),
             answer=answer,
-            score=0.0 if error else score(case.metric, answer, case.gold),
-            latency_s=entry.get("latency_s"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            upstream_calls=entry.get("upstream_calls"),
-            applied=entry.get("applied"),
-            status=entry.get("status"),
-            error=self._redact(error) if error else None,
+            score=0.0 if reply.error else score(case.metric, answer, case.gold),
+            latency_s=reply.latency_s,
+            prompt_tokens=reply.usage.get("prompt_tokens"),
+            completion_tokens=reply.usage.get("completion_tokens"),
+            upstream_calls=reply.upstream_calls,
+            applied=reply.applied,
+            status=reply.status,
+            error=self._redact(reply.error) if reply.error else None,
             cached=cached,
         )
 

@@ -25,7 +25,7 @@ from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.fiction import invented_facts, paragraph
 from eval.litm import Passage
 from eval.metrics import normalize_answer
-from eval.prompt_shapes import PAPER, check_prompt_shape, prompt_shape
+from eval.prompt_shapes import PROMPT
 from eval.sources import Sources
 from eval.tasks import Ask, Option, Task
 from strategies import TiktokenTokenizer
@@ -36,6 +36,8 @@ INFO = TaskInfo(
 MAX_TOKENS = 64
 CONTROL_DEPTH = 25
 CONTROL_TEMPERATURE = 0.7
+BUDGET = Option("budget", "1500", int)
+"""`--option swim.budget=TOKENS`: the token budget (tiktoken cl100k) that a size's share of it fills."""
 TASK_GENERATION_PROMPT = (
     "Ask a factoid question given only the context provided, that can be answered in a few words. Answer the "
     "question given the context. Format your result in a JSON object with keys 'question' and 'answer'.\n\n"
@@ -54,8 +56,8 @@ class QAItem:
 def build(
     grid: Grid, sources: Sources, ask: Ask | None = None, medoid: str = "medoid; k=5"
 ) -> tuple[list[Case], list[str]]:
-    budget = int(grid.options.get("budget", 1500))
-    shape = prompt_shape(grid.options.get("prompt", PAPER))
+    budget = BUDGET.read(grid)
+    shape = PROMPT.read(grid)
     items, corpus, note = _corpus(grid, sources, ask)
     notes = [f"swim: {note}; token budget {budget} (tiktoken cl100k)."]
     tokenizer = TiktokenTokenizer()
@@ -203,5 +205,5 @@ TASK = Task(
         "full": Grid((25, 50, 75, 100), (), 50, options={"budget": "6000"}),
     },
     lambda grid, context: build(grid, context.sources, context.ask, context.medoid),
-    (Option("budget"), Option("prompt", check_prompt_shape)),
+    (BUDGET, PROMPT),
 )

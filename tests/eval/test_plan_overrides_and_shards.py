@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.plan import MEDOID, PROFILES, STRATEGIES, build_cases, in_shard, make_plan, parse_shard
+from eval.plan import MEDOID, PROFILES, STRATEGIES, TASKS, build_cases, in_shard, make_plan, parse_shard
 from eval.sources import Sources
 
 
@@ -63,6 +63,30 @@ def test_the_reference_grid_is_the_one_the_issue_asks_for() -> None:
 def test_bad_overrides_are_refused_with_the_reason(kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ValueError, match=message):
         make_plan(**{"profile": "quick", **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("swim.budget=many", "invalid literal for int"),
+        ("multifact.needles=K1V4Q1,K0V1Q1", "at least 1 of each"),
+        ("multifact.needles=3", "KxVyQz"),
+        ("length.problems=varsum,arith", "unknown problems arith; choose varsum, gsm8k$"),
+        ("length.distraction=noise", "unknown distraction noise; choose whitespace, essay$"),
+        ("length.max_tokens=lots", "invalid literal for int"),
+    ],
+)
+def test_a_bad_option_value_is_refused_before_any_case_is_built(option: str, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^--option '{option}': .*{message}"):
+        make_plan("quick", ["litm-qa"], options=[option])
+
+
+def test_every_option_default_and_profile_value_is_one_its_task_reads() -> None:
+    for task in TASKS.values():
+        for grid in task.profiles.values():
+            for option in task.options:
+                option.read(grid)
+            assert set(grid.options) <= {o.name for o in task.options}
 
 
 def test_shards_partition_the_cases_and_keep_a_cases_strategies_together() -> None:

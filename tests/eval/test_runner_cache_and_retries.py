@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from eval.cache import ResponseCache
-from eval.cases import Case
+from eval.cases import Case, Sample
 from eval.runner import Runner, Target, jobs
 
 CANARY = "sk-canary-5b1e0c9d"
@@ -63,7 +63,7 @@ class FakeProxy:
         )
 
 
-def run(fake: FakeProxy, cache_path: Path, work: list[tuple[Case, str]], **target: Any) -> list[dict[str, Any]]:
+def run(fake: FakeProxy, cache_path: Path, work: list[tuple[Case, str]], **target: Any) -> list[Sample]:
     with ResponseCache(cache_path) as cache:
         runner = Runner(
             Target("http://proxy/v1", "m", backoff=0, **target), cache, 2, httpx.MockTransport(fake.handler)
@@ -107,6 +107,19 @@ def test_a_rerun_is_answered_from_the_cache_and_only_rescored(tmp_path: Path) ->
     records = run(again, cache, jobs([CASE], ["none", "reorder"]))
     assert again.requests == []
     assert all(r.cached and r.score == 1.0 for r in records)
+
+
+def test_a_cache_line_holds_the_answer_fields_in_order_and_a_failure_reports_no_strategy(tmp_path: Path) -> None:
+    """The lines earlier runs wrote, field for field: a cache from before is read as it always was."""
+    cache = tmp_path / "cache.jsonl"
+    run(FakeProxy("Paris", 400), cache, jobs([CASE], ["none", "reorder"]))
+    answered, refused = sorted((json.loads(line) for line in cache.read_text().splitlines()), key=lambda e: e["status"])
+    common = ["key", "strategy", "final", "answer", "latency_s", "usage", "upstream_calls"]
+    assert list(answered) == [*common, "applied", "status", "error"]
+    assert answered["usage"] == {"prompt_tokens": 40, "completion_tokens": 3}
+    assert (answered["applied"], answered["upstream_calls"], answered["final"]) == ("reorder", 2, True)
+    assert list(refused) == [*common, "status", "error"]
+    assert (refused["answer"], refused["usage"], refused["status"]) == ("", {}, 400)
 
 
 def test_an_interrupted_run_resumes_past_a_torn_last_line(tmp_path: Path) -> None:
