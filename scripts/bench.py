@@ -1,0 +1,353 @@
+"""The proxy's own costs, side by side in one run, on loopback: a fast fake upstream (a fixed delay, streaming
+when asked) in its own process, `contextlift serve` in front of it pinned to one core, and the load from a
+third process. Printed as one table (and `--json`):
+
+- added latency at 1 in flight, p50/p99: each request sent straight to the fake and through the proxy in turn
+  (a small body and a 20-document body), the difference per pair;
+- throughput through the proxy per proxy core at 16, 64 and 256 in flight, with p50/p99;
+- streaming: time to first chunk and spacing between chunks, direct and through the proxy;
+- each strategy's wall time against `none` at a fixed upstream delay (20 documents);
+- `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached);
+- the proxy's resident memory idle and after the run, and its start-up time to /healthz and /startupz;
+- with `--peer URL` (another gateway, pointed at the URL this prints for the fake upstream), its added latency
+  and throughput in the same run, interleaved with the proxy's.
+
+    .venv/bin/python scripts/bench.py                 # about 3 minutes on 2 cores
+    .venv/bin/python scripts/bench.py --quick         # seconds: a smoke run (the test suite runs it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from proxy.local_model import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL: dict[str, Any] = {
+    "model": "bench",
+    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    "max_tokens": 8,
+}
+DOCS = "\n".join(
+    f"Document [{i}](Title: Town {i}) Town {i} sits on river {i % 7} and trades wool, copper and salt with its "
+    f"neighbours; its market opens on day {i % 5} of the week and its bridge has {i % 9 + 1} arches."
+    for i in range(1, 21)
+)
+TWENTY_PROMPT = f"Answer from the documents.\n\n{DOCS}\n\nQuestion: which town has 4 arches?"
+TWENTY: dict[str, Any] = {"model": "bench", "messages": [{"role": "user", "content": TWENTY_PROMPT}], "max_tokens": 8}
+STRATEGIES = ["none", "reorder", "query-aware", "filter, reorder", "recite", "medoid; k=3"]
+
+
+# --- the fake upstream (run as its own process: `bench.py --fake-upstream PORT DELAY`) ---------------------------
+
+
+def _completion(text: str) -> bytes:
+    return json.dumps({
+        "id": "bench", "object": "chat.completion", "created": 0, "model": "bench",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+    }).encode()  # fmt: skip
+
+
+def _chunk(text: str, finish: str | None = None) -> bytes:
+    body = {"id": "bench", "object": "chat.completion.chunk", "created": 0, "model": "bench",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}  # fmt: skip
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def fake_upstream(delay: float, chunk_gap: float) -> Callable[..., Awaitable[None]]:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"].endswith("/models"):
+            head = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            await send(head)
+            await send({"type": "http.response.body", "body": b'{"object": "list", "data": [{"id": "bench"}]}'})
+            return
+        # Request headers may ask for another delay (the strategy table sets one): x-bench-delay seconds.
+        wanted = dict(scope["headers"]).get(b"x-bench-delay")
+        await asyncio.sleep(float(wanted) if wanted else delay)
+        if b'"stream":true' not in raw.replace(b" ", b""):
+            head = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            await send(head)
+            await send({"type": "http.response.body", "body": _completion("Town 3 has 4 arches.")})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for word in ["Town", " 3", " has", " 4", " arches", "."]:
+            await send({"type": "http.response.body", "body": _chunk(word), "more_body": True})
+            await asyncio.sleep(chunk_gap)
+        await send({"type": "http.response.body", "body": _chunk("", "stop") + b"data: [DONE]\n\n"})
+
+    return app
+
+
+def _serve_fake(port: int, delay: float, chunk_gap: float) -> None:
+    import uvicorn
+
+    uvicorn.run(fake_upstream(delay, chunk_gap), host="127.0.0.1", port=port, log_level="error", access_log=False)
+
+
+# --- processes -------------------------------------------------------------------------------------------------------
+
+
+def _wait(url: str, timeout: float = 180.0) -> float:
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return time.perf_counter() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
+
+
+# --- measurements ------------------------------------------------------------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def _timed(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> float:
+    started = time.perf_counter()
+    response = await client.post(url, json=body, headers=headers)
+    response.raise_for_status()
+    return time.perf_counter() - started
+
+
+async def added_latency(targets: dict[str, str], direct: str, body: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """Each target and the fake itself in turn, one request at a time; the added time per pair, in ms."""
+    added: dict[str, list[float]] = {name: [] for name in targets}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for _ in range(3):  # warm connections and caches
+            for url in [direct, *targets.values()]:
+                await _timed(client, f"{url}/chat/completions", body, {})
+        for _ in range(rounds):
+            base = await _timed(client, f"{direct}/chat/completions", body, {})
+            for name, url in targets.items():
+                added[name].append((await _timed(client, f"{url}/chat/completions", body, {}) - base) * 1000)
+    return {name: {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "n": len(v)} for name, v in added.items()}
+
+
+async def throughput(url: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.perf_counter() < deadline:
+                try:
+                    latencies.append(await _timed(client, f"{url}/chat/completions", SMALL, {}))
+                except httpx.HTTPError:
+                    errors += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50_ms": _pct(latencies, 50) * 1000,
+        "p99_ms": _pct(latencies, 99) * 1000,
+        "errors": errors,
+    }
+
+
+async def streaming(url: str, rounds: int) -> dict[str, Any]:
+    first: list[float] = []
+    gaps: list[float] = []
+    body = {**SMALL, "stream": True}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            last = None
+            async with client.stream("POST", f"{url}/chat/completions", json=body) as response:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    now = time.perf_counter()
+                    if last is None:
+                        first.append((now - started) * 1000)
+                    else:
+                        gaps.append((now - last) * 1000)
+                    last = now
+    return {"ttft_p50_ms": _pct(first, 50), "ttft_p99_ms": _pct(first, 99), "gap_p50_ms": _pct(gaps, 50)}
+
+
+async def strategies(url: str, delay: float, rounds: int) -> dict[str, Any]:
+    """Wall time per strategy on the 20-document body, the upstream answering after `delay` seconds."""
+    headers = {"x-bench-delay": str(delay)}
+    rows: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    async with httpx.AsyncClient(timeout=120) as client:
+        for strategy in STRATEGIES:  # warm: the embedder's cache holds these documents after this
+            await _timed(client, f"{url}/chat/completions", TWENTY, {**headers, "x-context-strategy": strategy})
+        for _ in range(rounds):
+            for strategy in STRATEGIES:
+                asked = {**headers, "x-context-strategy": strategy}
+                wall = await _timed(client, f"{url}/chat/completions", TWENTY, asked)
+                rows[strategy].append(wall * 1000)
+    base = statistics.median(rows["none"])
+    return {s: {"p50_ms": statistics.median(v), "vs_none": statistics.median(v) / base} for s, v in rows.items()}
+
+
+async def reorder_cpu(url: str, pid: int, rounds: int) -> dict[str, Any]:
+    """The proxy process's CPU seconds per `reorder` request: cold (documents it never saw), then warm (again)."""
+    bodies = [
+        {**TWENTY, "messages": [{"role": "user", "content": TWENTY_PROMPT.replace("Town", f"Burg{n}x")}]}
+        for n in range(rounds)
+    ]
+    headers = {"x-context-strategy": "reorder", "x-bench-delay": "0"}
+    figures = {}
+    async with httpx.AsyncClient(timeout=120) as client:
+        for label in ("cold", "warm"):
+            before = _cpu_seconds(pid)
+            started = time.perf_counter()
+            for body in bodies:
+                await _timed(client, f"{url}/chat/completions", body, headers)
+            figures[label] = {
+                "cpu_ms": (_cpu_seconds(pid) - before) / rounds * 1000,
+                "wall_ms": (time.perf_counter() - started) / rounds * 1000,
+            }
+    none_before = _cpu_seconds(pid)
+    async with httpx.AsyncClient(timeout=120) as client:
+        for body in bodies:
+            await _timed(client, f"{url}/chat/completions", body, {"x-bench-delay": "0"})
+    figures["none"] = {"cpu_ms": (_cpu_seconds(pid) - none_before) / rounds * 1000}
+    return figures
+
+
+# --- the run --------------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    parser.add_argument("--peer", help="another gateway's OpenAI base URL, pointed at the fake upstream")
+    parser.add_argument("--delay", type=float, default=0.0, help="the fake upstream's answer delay (s)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--fake-upstream", nargs=3, metavar=("PORT", "DELAY", "GAP"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.fake_upstream:
+        _serve_fake(int(args.fake_upstream[0]), float(args.fake_upstream[1]), float(args.fake_upstream[2]))
+        return 0
+    seconds, rounds = (0.5, 3) if args.quick else (8.0, 200)
+    cores = sorted(os.sched_getaffinity(0))
+    proxy_core, rest = {cores[0]}, set(cores[1:]) or {cores[0]}
+    fake_port, proxy_port = free_port(), free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CONTEXTLIFT_LOG_LEVEL": "warning", "CONTEXTLIFT_MAX_IN_FLIGHT": "512"}
+    fake = subprocess.Popen([sys.executable, __file__, "--fake-upstream", str(fake_port), str(args.delay), "0.01"])
+    os.sched_setaffinity(fake.pid, rest)
+    started = time.perf_counter()
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
+         str(proxy_port)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.sched_setaffinity(proxy.pid, proxy_core)
+    os.sched_setaffinity(0, rest)
+    direct, through = f"http://127.0.0.1:{fake_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
+    try:
+        figures: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "proxy_core": sorted(proxy_core)}}
+        _wait(f"http://127.0.0.1:{fake_port}/v1/models")
+        healthz = _wait(f"http://127.0.0.1:{proxy_port}/healthz")
+        startupz = _wait(f"http://127.0.0.1:{proxy_port}/startupz")
+        figures["startup_s"] = {"healthz": healthz, "startupz": startupz, "since_spawn": time.perf_counter() - started}
+        figures["rss_mib_idle"] = _rss_mib(proxy.pid)
+        targets = {"contextlift": through, **({"peer": args.peer} if args.peer else {})}
+        figures["added_small"] = asyncio.run(added_latency(targets, direct, SMALL, rounds))
+        figures["added_20_docs"] = asyncio.run(added_latency(targets, direct, TWENTY, rounds // 2))
+        figures["throughput"] = {
+            name: {c: asyncio.run(throughput(url, c, seconds)) for c in (16, 64, 256)} for name, url in targets.items()
+        }
+        figures["direct_throughput_64"] = asyncio.run(throughput(direct, 64, seconds))
+        figures["streaming"] = {"direct": asyncio.run(streaming(direct, rounds // 4 or 1)),
+                                "contextlift": asyncio.run(streaming(through, rounds // 4 or 1))}  # fmt: skip
+        figures["strategies_at_200ms"] = asyncio.run(strategies(through, 0.2, 1 if args.quick else 5))
+        figures["reorder_cpu"] = asyncio.run(reorder_cpu(through, proxy.pid, 3 if args.quick else 20))
+        figures["rss_mib_after"] = _rss_mib(proxy.pid)
+    finally:
+        for process in (proxy, fake):
+            process.terminate()
+            process.wait(timeout=30)
+    print(render(figures, args.peer is not None))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    return 0
+
+
+def render(f: dict[str, Any], peer: bool) -> str:
+    names = ["contextlift", *(["peer"] if peer else [])]
+    lines = [f"machine: {f['machine']['cpus']} CPUs, the proxy pinned to core {f['machine']['proxy_core']}", ""]
+    lines += ["| figure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for label, key in (("small body", "added_small"), ("20 documents", "added_20_docs")):
+        cells = [f"{f[key][n]['p50_ms']:.2f} / {f[key][n]['p99_ms']:.2f}" for n in names]
+        lines.append(f"| added latency, {label}, p50 / p99 ms | " + " | ".join(cells) + " |")
+    for c in (16, 64, 256):
+        cells = []
+        for n in names:
+            t = f["throughput"][n][c]
+            cells.append(
+                f"{t['rps']:.0f} req/s (p50 {t['p50_ms']:.0f}, p99 {t['p99_ms']:.0f} ms, errors {t['errors']})"
+            )
+        lines.append(f"| throughput at {c} in flight, per proxy core | " + " | ".join(cells) + " |")
+    ceiling = f["direct_throughput_64"]["rps"]
+    lines += ["", f"the fake upstream alone at 64 in flight: {ceiling:.0f} req/s (the load generator's ceiling)", ""]
+    direct, through = f["streaming"]["direct"], f["streaming"]["contextlift"]
+    lines.append(
+        f"streaming: first chunk p50 {direct['ttft_p50_ms']:.2f} ms direct, {through['ttft_p50_ms']:.2f} ms through; "
+        f"chunk spacing p50 {direct['gap_p50_ms']:.2f} / {through['gap_p50_ms']:.2f} ms"
+    )
+    lines += ["", "| strategy (20 documents, upstream 200 ms) | wall p50 ms | x none |", "|---|---|---|"]
+    for name, row in f["strategies_at_200ms"].items():
+        lines.append(f"| {name} | {row['p50_ms']:.0f} | {row['vs_none']:.2f} |")
+    r = f["reorder_cpu"]
+    lines += [
+        "",
+        f"reorder, proxy CPU per request: cold {r['cold']['cpu_ms']:.0f} ms, warm {r['warm']['cpu_ms']:.1f} ms, none "
+        f"{r['none']['cpu_ms']:.1f} ms (wall cold {r['cold']['wall_ms']:.0f} ms)",
+    ]
+    st = f["startup_s"]
+    lines.append(
+        f"start-up: /healthz {st['healthz']:.1f} s, /startupz {st['startupz']:.1f} s; RSS idle "
+        f"{f['rss_mib_idle']:.0f} MiB, after the run {f['rss_mib_after']:.0f} MiB"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

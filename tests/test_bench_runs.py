@@ -1,0 +1,25 @@
+"""scripts/bench.py, the performance benchmark the README quotes, still runs end to end (a smoke run: its figures
+are printed for people, never asserted on)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["throughput"]["contextlift"]) == {"16", "64", "256"}
+    assert all(row["errors"] == 0 for row in figures["throughput"]["contextlift"].values())
+    assert set(figures["strategies_at_200ms"]) >= {"none", "reorder", "recite", "medoid; k=3"}
+    assert "| added latency, small body, p50 / p99 ms |" in done.stdout
