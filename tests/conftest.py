@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from litestar.testing import TestClient
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -19,6 +21,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 _EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """A test that configures logging (the CLI does, onto the stderr pytest captures and later closes) must
+    not leave the next test's log lines going to a closed stream."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
