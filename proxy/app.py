@@ -43,6 +43,7 @@ from proxy.shadow_sink import ShadowSink
 from proxy.state import ProxyState, proxy_state
 from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
+from proxy.upstream_transport import build_transport
 from strategies import (
     Embedder,
     SentenceTransformerEmbedder,
@@ -96,7 +97,7 @@ def create_app(
             deadline_seconds=settings.upstream_deadline,
             max_body_bytes=settings.max_upstream_body_bytes,
         ),
-        transport=transport,
+        transport=transport or build_transport(settings.upstream_transport, settings.upstream_max_connections),
     )
     real_embedder = None
     if embedder is None:
@@ -185,7 +186,7 @@ def _shadow(
         max_connections=settings.shadow_max_in_flight,
         retry=RetryPolicy(max_retries=0),
         stream_limits=state.upstream.stream_limits,
-        transport=transport,
+        transport=transport or build_transport(settings.upstream_transport, settings.shadow_max_in_flight),
     )
     sink = ShadowSink(settings.shadow_sink, settings.shadow_sink_max_bytes) if settings.shadow_sink else None
     return Shadow(

@@ -46,6 +46,7 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
         HttpLimits.from_settings(settings),
         host=settings.host,
         port=settings.port,
+        loop=settings.event_loop,
         ws="none",  # no websocket routes: an upgrade request is served as plain HTTP
         log_config=None,  # proxy.logs routes uvicorn's loggers through structlog
         log_level=settings.log_level,

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(
         100, ge=1, description="Size of the upstream connection pool shared by all requests."
     )
+    upstream_transport: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp",
+        description="The upstream connection pool: aiohttp's connector under httpx's API (scales with concurrency), "
+        "or httpx's own pool (which re-examines every pooled connection on every event; see proxy.upstream_transport).",
+    )
     max_retries: int = Field(
         2, ge=0, le=10, description="Retries of a failed upstream call (429, 5xx, refused or broken connection)."
     )
@@ -116,6 +121,10 @@ class Settings(BaseSettings):
         ge=1,
         description="Requests handled at once by this process; more get 503 with Retry-After at once. Each "
         "holds upstream connections, so keep it near the upstream's own concurrency.",
+    )
+    event_loop: Literal["auto", "asyncio", "uvloop"] = Field(
+        "auto",
+        description="The server's event loop: uvloop where it is installed (auto), or the standard asyncio loop.",
     )
     shutdown_grace: float = Field(
         30.0,

@@ -10,7 +10,13 @@ third process. Printed as one table (and `--json`):
 - `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached);
 - the proxy's resident memory idle and after the run, and its start-up time to /healthz and /startupz;
 - with `--peer URL` (another gateway, pointed at the URL this prints for the fake upstream), its added latency
-  and throughput in the same run, interleaved with the proxy's.
+  and throughput in the same run, interleaved with the proxy's;
+- with `--variant NAME:VAR=VALUE,...` (repeatable), another `contextlift serve` on the same core with those
+  environment settings, measured beside the default one (pool sizes, the event loop, ...).
+
+The load for throughput comes from wrk (Debian's `wrk` package) when it is on the PATH: a load generator in
+Python on the same core as the fake upstream saturates before the proxy does (httpx managed 206 req/s at 64 in
+flight straight to the fake). Without wrk the figures are labelled as the Python generator's.
 
     .venv/bin/python scripts/bench.py                 # about 3 minutes on 2 cores
     .venv/bin/python scripts/bench.py --quick         # seconds: a smoke run (the test suite runs it)
@@ -22,6 +28,8 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -162,6 +170,46 @@ async def added_latency(targets: dict[str, str], direct: str, body: dict[str, An
     return {name: {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "n": len(v)} for name, v in added.items()}
 
 
+_WRK_SCRIPT = """wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = [[%s]]
+"""
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def wrk_throughput(url: str, concurrency: int, seconds: float, wrk: str) -> dict[str, Any]:
+    """`throughput` measured by wrk: one thread, `concurrency` connections, each a request at a time."""
+    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"contextlift-bench-{os.getpid()}.lua"
+    script.write_text(_WRK_SCRIPT % json.dumps(SMALL))
+    try:
+        out = subprocess.run(
+            [wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "--timeout", "60s",
+             "-s", str(script), f"{url}/chat/completions"],
+            capture_output=True, text=True, check=True, timeout=seconds + 90,
+        ).stdout  # fmt: skip
+    finally:
+        script.unlink(missing_ok=True)
+
+    def latency(percent: str) -> float:
+        match = re.search(rf"^\s*{percent}%\s+([\d.]+)(us|ms|s)\s*$", out, re.MULTILINE)
+        return float(match.group(1)) * _UNITS[match.group(2)] if match else float("nan")
+
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    failed = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sockets = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    errors = (int(failed.group(1)) if failed else 0) + (sum(map(int, sockets.groups())) if sockets else 0)
+    return {"rps": float(rps.group(1)) if rps else 0.0, "p50_ms": latency("50"), "p99_ms": latency("99"),
+            "errors": errors}  # fmt: skip
+
+
+def load(url: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    """Throughput at `concurrency` in flight: wrk when installed, else the Python generator."""
+    wrk = shutil.which("wrk")
+    if wrk:
+        return wrk_throughput(url, concurrency, seconds, wrk)
+    return asyncio.run(throughput(url, concurrency, seconds))
+
+
 async def throughput(url: str, concurrency: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
@@ -260,6 +308,10 @@ def main() -> int:
     parser.add_argument("--peer", help="another gateway's OpenAI base URL, pointed at the fake upstream")
     parser.add_argument("--delay", type=float, default=0.0, help="the fake upstream's answer delay (s)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
+        help="another proxy with these environment settings, measured beside the default (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--fake-upstream", nargs=3, metavar=("PORT", "DELAY", "GAP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fake_upstream:
@@ -273,14 +325,21 @@ def main() -> int:
     fake = subprocess.Popen([sys.executable, __file__, "--fake-upstream", str(fake_port), str(args.delay), "0.01"])
     os.sched_setaffinity(fake.pid, rest)
     started = time.perf_counter()
-    proxy = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
-         str(proxy_port)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    os.sched_setaffinity(proxy.pid, proxy_core)
+
+    def serve(port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
+             str(port)],
+            cwd=ROOT, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.sched_setaffinity(process.pid, proxy_core)
+        return process
+
+    proxy = serve(proxy_port, {})
     os.sched_setaffinity(0, rest)
     direct, through = f"http://127.0.0.1:{fake_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
+    variants: dict[str, str] = {}
+    processes = [proxy, fake]
     try:
         figures: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "proxy_core": sorted(proxy_core)}}
         _wait(f"http://127.0.0.1:{fake_port}/v1/models")
@@ -288,31 +347,45 @@ def main() -> int:
         startupz = _wait(f"http://127.0.0.1:{proxy_port}/startupz")
         figures["startup_s"] = {"healthz": healthz, "startupz": startupz, "since_spawn": time.perf_counter() - started}
         figures["rss_mib_idle"] = _rss_mib(proxy.pid)
-        targets = {"contextlift": through, **({"peer": args.peer} if args.peer else {})}
+        for spec in args.variant:
+            name, _, settings = spec.partition(":")
+            port = free_port()
+            processes.append(serve(port, dict(pair.split("=", 1) for pair in settings.split(",") if pair)))
+            _wait(f"http://127.0.0.1:{port}/startupz")
+            variants[name] = f"http://127.0.0.1:{port}/v1"
+        targets = {"contextlift": through, **variants, **({"peer": args.peer} if args.peer else {})}
+        figures["targets"] = list(targets)
+        figures["load_generator"] = "wrk" if shutil.which("wrk") else "python-httpx"
         figures["added_small"] = asyncio.run(added_latency(targets, direct, SMALL, rounds))
         figures["added_20_docs"] = asyncio.run(added_latency(targets, direct, TWENTY, rounds // 2))
-        figures["throughput"] = {
-            name: {c: asyncio.run(throughput(url, c, seconds)) for c in (16, 64, 256)} for name, url in targets.items()
-        }
-        figures["direct_throughput_64"] = asyncio.run(throughput(direct, 64, seconds))
+        # Interleaved: each concurrency for every target in turn, so drift on the machine hits all of them.
+        figures["throughput"] = {name: {} for name in targets}
+        for c in (16, 64, 256):
+            for name, url in targets.items():
+                figures["throughput"][name][c] = load(url, c, seconds)
+        figures["direct_throughput_64"] = load(direct, 64, seconds)
         figures["streaming"] = {"direct": asyncio.run(streaming(direct, rounds // 4 or 1)),
                                 "contextlift": asyncio.run(streaming(through, rounds // 4 or 1))}  # fmt: skip
         figures["strategies_at_200ms"] = asyncio.run(strategies(through, 0.2, 1 if args.quick else 5))
         figures["reorder_cpu"] = asyncio.run(reorder_cpu(through, proxy.pid, 3 if args.quick else 20))
         figures["rss_mib_after"] = _rss_mib(proxy.pid)
     finally:
-        for process in (proxy, fake):
+        for process in processes:
             process.terminate()
             process.wait(timeout=30)
-    print(render(figures, args.peer is not None))
+    print(render(figures))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 
-def render(f: dict[str, Any], peer: bool) -> str:
-    names = ["contextlift", *(["peer"] if peer else [])]
-    lines = [f"machine: {f['machine']['cpus']} CPUs, the proxy pinned to core {f['machine']['proxy_core']}", ""]
+def render(f: dict[str, Any]) -> str:
+    names = f["targets"]
+    lines = [
+        f"machine: {f['machine']['cpus']} CPUs, the proxy pinned to core {f['machine']['proxy_core']}; load from "
+        f"{f['load_generator']}",
+        "",
+    ]
     lines += ["| figure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for label, key in (("small body", "added_small"), ("20 documents", "added_20_docs")):
         cells = [f"{f[key][n]['p50_ms']:.2f} / {f[key][n]['p99_ms']:.2f}" for n in names]

@@ -1,0 +1,120 @@
+"""The upstream transport: httpx's API over aiohttp's connection pool (`upstream_transport = "aiohttp"`, the
+default), or httpx's own pool (`"httpx"`).
+
+Why not httpx's own pool: httpcore's `AsyncConnectionPool` re-examines every pooled connection (a socket poll each)
+on every pool event, so the proxy's throughput fell as concurrency rose. Measured side by side in one run on this
+project's 2-core machine (`scripts/bench.py --variant httpx:CONTEXTLIFT_UPSTREAM_TRANSPORT=httpx`, proxy on one
+core, wrk as the load): httpcore with 100 connections 478 / 252 / 168 req/s at 16 / 64 / 256 in flight; aiohttp's
+connector 979 / 740 / 662. httpcore with 16 connections keeps 424-481 req/s but then holds only 16 upstream calls
+at once, which a slow LLM upstream cannot afford. The rest of the proxy keeps httpx's request and response types
+through httpx-aiohttp's `AiohttpTransport` (by httpx's maintainers; the transport the openai SDK offers).
+
+What this module adds to it, because the proxy's guarantees depend on it:
+- aiohttp's errors mapped to httpx's by our own rule, the most specific aiohttp class winning. httpx-aiohttp's
+  table reports a server that hung up, or a read that timed out, as a `ConnectTimeout` ("unreachable"); here they
+  are `RemoteProtocolError` (connection lost) and `ReadTimeout`, as httpx's own pool reports them, both before the
+  answer and while its body streams.
+- a session that stores no cookie, adds no header of its own (httpx's request already holds every header that
+  goes upstream), never decompresses (the proxy decodes, bounded, in `proxy.bodies`) and never follows a redirect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Literal
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+__all__ = ["UpstreamTransport", "build_transport"]
+
+UpstreamTransport = Literal["aiohttp", "httpx"]
+
+# Most specific first is not needed: `_mapped` picks the class no other match derives from.
+_AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
+    aiohttp.ClientError: httpx.TransportError,
+    aiohttp.ClientConnectionError: httpx.NetworkError,
+    aiohttp.ClientOSError: httpx.NetworkError,
+    aiohttp.ClientConnectorError: httpx.ConnectError,
+    aiohttp.ConnectionTimeoutError: httpx.ConnectTimeout,
+    aiohttp.ServerDisconnectedError: httpx.RemoteProtocolError,
+    aiohttp.ServerTimeoutError: httpx.ReadTimeout,
+    aiohttp.SocketTimeoutError: httpx.ReadTimeout,
+    aiohttp.ClientPayloadError: httpx.RemoteProtocolError,
+    aiohttp.ClientResponseError: httpx.RemoteProtocolError,
+    aiohttp.InvalidURL: httpx.UnsupportedProtocol,
+    TimeoutError: httpx.ReadTimeout,
+}
+
+
+def _mapped(error: BaseException) -> type[httpx.TransportError] | None:
+    matches = [cls for cls in _AIOHTTP_TO_HTTPX if isinstance(error, cls)]
+    if not matches:
+        return None
+    return _AIOHTTP_TO_HTTPX[next(c for c in matches if not any(o is not c and issubclass(o, c) for o in matches))]
+
+
+@contextlib.contextmanager
+def _aiohttp_errors_as_httpx() -> Iterator[None]:
+    try:
+        yield
+    except httpx.HTTPError as error:
+        # httpx-aiohttp already mapped it, by its table: map the aiohttp error underneath again, by ours.
+        cause = error.__cause__
+        target = _mapped(cause) if cause is not None else None
+        if target is None or isinstance(error, target):
+            raise
+        raise target(str(cause) or type(cause).__name__) from cause
+    except (aiohttp.ClientError, TimeoutError) as error:
+        target = _mapped(error)
+        if target is None:
+            raise
+        raise target(str(error) or type(error).__name__) from error
+
+
+class _MappedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _aiohttp_errors_as_httpx():
+            async for chunk in self._stream:
+                yield chunk
+
+    async def aclose(self) -> None:
+        with _aiohttp_errors_as_httpx():
+            await self._stream.aclose()
+
+
+class _AiohttpUpstream(AiohttpTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with _aiohttp_errors_as_httpx():
+            response = await super().handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers.raw,
+            stream=_MappedStream(response.stream),
+            request=request,
+            extensions=response.extensions,
+        )
+
+
+def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.AsyncBaseTransport | None:
+    """The transport for the upstream client, or None for httpx's own pool."""
+    if kind == "httpx":
+        return None
+
+    def session() -> aiohttp.ClientSession:
+        # Made on first use, inside the running loop, as aiohttp requires.
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+
+    return _AiohttpUpstream(client=session)

@@ -1,0 +1,206 @@
+"""The default upstream transport (aiohttp's pool under httpx's API) against a real socket that answers with
+scripted bytes: it sends exactly the headers the proxy built, follows no redirect, keeps no cookie, leaves
+decoding (bounded) to the proxy, and reports each way a connection can fail as httpx's own pool would."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from proxy.errors import UpstreamBodyTooLarge, UpstreamConnectionLost, UpstreamTimeout, UpstreamUnreachable
+from proxy.local_model import free_port
+from proxy.transport_errors import mapped_transport_errors
+from proxy.upstream import StreamLimits, UpstreamClient
+from proxy.upstream_transport import build_transport
+
+Answer = Callable[[asyncio.StreamWriter, int], Awaitable[None]]
+"""Writes the reply to the n-th request (from 0)."""
+OK = b'{"ok": true}'
+
+
+def reply(status: str, body: bytes, *headers: str) -> bytes:
+    head = [f"HTTP/1.1 {status}", f"content-length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+@asynccontextmanager
+async def scripted(answer: Answer) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A socket server; yields its base URL and the raw request heads it received."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                await answer(writer, len(heads) - 1)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", heads
+    finally:
+        server.close()
+
+
+def client(url: str, *, timeout: float = 5.0, max_body_bytes: int = 1024 * 1024) -> UpstreamClient:
+    limits = StreamLimits(stall_seconds=timeout, max_body_bytes=max_body_bytes)
+    return UpstreamClient(
+        url,
+        api_key="sk-operator",
+        timeout=timeout,
+        connect_timeout=1.0,
+        max_connections=4,
+        stream_limits=limits,
+        transport=build_transport("aiohttp", 4),
+    )
+
+
+async def call(upstream: UpstreamClient, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = upstream.build_request(
+        "POST", "chat/completions", headers=upstream.forwarded(headers or {}), content=b'{"model": "m"}'
+    )
+    response = await upstream.send(request)
+    try:
+        return response.status_code, await upstream.read(response, None, upstream.deadline())
+    finally:
+        await response.aclose()
+
+
+async def test_sends_the_headers_the_proxy_built_and_nothing_of_its_own() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        await call(upstream, {"user-agent": "OpenAI/Python 1.0", "content-type": "application/json"})
+        await upstream.aclose()
+    lines = heads[0].decode().lower().split("\r\n")
+    assert lines[0] == "post /v1/chat/completions http/1.1"
+    assert "user-agent: openai/python 1.0" in lines
+    assert "authorization: bearer sk-operator" in lines
+    assert not [line for line in lines if "aiohttp" in line or "python/3" in line]
+    assert sum(line.startswith("content-type:") for line in lines) == 1
+
+
+async def test_a_redirect_is_answered_not_followed() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("302 Found", b"", "location: http://169.254.169.254/latest/meta-data"))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        status, _ = await call(upstream)
+        await upstream.aclose()
+    assert status == 302
+    assert len(heads) == 1
+
+
+async def test_a_cookie_set_for_one_client_never_rides_with_the_next() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK, "set-cookie: session=alice; Path=/"))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        await call(upstream)
+        await call(upstream)
+        await upstream.aclose()
+    assert len(heads) == 2
+    assert b"cookie" not in heads[1].lower()
+
+
+async def test_a_gzip_body_is_decoded_by_the_proxy_within_its_bound() -> None:
+    small, bomb = gzip.compress(OK), gzip.compress(b" " * (8 * 1024 * 1024))
+
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", small if n == 0 else bomb, "content-encoding: gzip"))
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url, max_body_bytes=64 * 1024)
+        assert await call(upstream) == (200, OK)
+        with pytest.raises(UpstreamBodyTooLarge):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_connection_cut_in_the_middle_of_the_body_is_a_lost_connection() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n" + b"{" * 10)
+        await writer.drain()
+        writer.close()
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        with pytest.raises(UpstreamConnectionLost):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_server_that_hangs_up_before_answering_is_a_lost_connection_not_unreachable() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.close()
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        with pytest.raises(UpstreamConnectionLost), mapped_transport_errors("before answering"):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_refused_connection_is_unreachable() -> None:
+    upstream = client(f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(UpstreamUnreachable), mapped_transport_errors("before answering"):
+        await call(upstream)
+    await upstream.aclose()
+
+
+async def test_an_upstream_that_never_answers_times_out() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        await asyncio.sleep(30)
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url, timeout=0.3)
+        with pytest.raises(UpstreamTimeout), mapped_transport_errors("before answering"):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_an_answer_streams_chunk_by_chunk() -> None:
+    events = [json.dumps({"n": i}).encode() for i in range(3)]
+
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for event in events:
+            data = b"data: " + event + b"\n\n"
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        writer.write(b"0\r\n\r\n")
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        request = upstream.build_request("POST", "chat/completions", headers=upstream.forwarded({}), content=b"{}")
+        response = await upstream.send(request)
+        pieces = [piece async for piece in response.aiter_raw()]
+        await response.aclose()
+        await upstream.aclose()
+    assert len(pieces) >= 3
+    assert b"".join(pieces) == b"".join(b"data: " + e + b"\n\n" for e in events)
