@@ -22,7 +22,8 @@ class CallLedger:
     _in_flight: int = 0
     _busy_since: float = 0.0
     busy_seconds: float = 0.0
-    """Wall-clock time with at least one upstream call in flight: the part of the latency not ours."""
+    """Wall-clock time with at least one upstream call in flight (our own reading and relaying included)."""
+    _waits: list[tuple[float, float]] = field(default_factory=list)
 
     def started(self) -> None:
         self.calls += 1
@@ -34,6 +35,21 @@ class CallLedger:
         self._in_flight -= 1
         if self._in_flight == 0:
             self.busy_seconds += time.perf_counter() - self._busy_since
+
+    def waited(self, start: float, end: float) -> None:
+        """The upstream held one of this request's calls from `start` to `end` (`time.perf_counter()`): for its
+        answer's head, or for the next piece of its body (see `proxy.upstream_transport.TimedTransport`)."""
+        self._waits.append((start, end))
+
+    def waited_seconds(self) -> float:
+        """Wall-clock time in which at least one call was waiting on the upstream (overlapping waits of a fan-out
+        counted once): the part of the latency the upstream, not the proxy, spent."""
+        total, reach = 0.0, float("-inf")
+        for start, end in sorted(self._waits):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total
 
     def failed(self, error: UpstreamError) -> None:
         code = f"status_{error.upstream_status}" if isinstance(error, UpstreamStatusError) else error.code

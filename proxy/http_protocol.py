@@ -23,6 +23,7 @@ import asyncio
 import http
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
+from proxy.request_log import RECEIVED_EXTENSION
 from proxy.settings import Settings
 
 __all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits"]
@@ -91,6 +93,7 @@ class GuardedH11Protocol(H11Protocol):
         self._head_seen = False  # bytes of the next head have arrived: its timeout answers 408, not just closes
         self._tail = b""  # the head's last bytes, to find a bare CR or the head's end split between two reads
         self._refused = False
+        self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -113,6 +116,8 @@ class GuardedH11Protocol(H11Protocol):
         if self._refused:
             return  # lingering after the answer: what the client still sends is dropped
         if self.conn.their_state is h11.IDLE:
+            if self._head_arrived is None:
+                self._head_arrived = time.perf_counter()
             self._head_seen = True
             if self._head_timer is None:
                 self._start_head_clock()
@@ -124,6 +129,11 @@ class GuardedH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         super().handle_events()
         if self.conn.their_state is not h11.IDLE:
+            if self._head_arrived is not None and self.scope is not None:
+                # The app's task is created, not yet run: it reads when the request began (X-Context-Overhead-Ms).
+                extensions = self.scope.setdefault("extensions", {})
+                extensions[RECEIVED_EXTENSION] = {"at": self._head_arrived}
+                self._head_arrived = None
             # A head is in (or the connection failed): the clock for the next head starts with its first byte.
             self._stop_head_clock()
             self._head_seen = False

@@ -64,8 +64,9 @@ class RequestRecord:
             self.first_event_seconds = time.perf_counter() - self.started
 
     def overhead_ms(self) -> float:
-        """Time spent in the proxy itself so far: elapsed time minus time waiting on the upstream."""
-        return max(0.0, (time.perf_counter() - self.started - self.ledger.busy_seconds) * 1000)
+        """Time spent in the proxy itself so far: from the first byte of the request's head (when the server
+        recorded it, else from the record's creation) until now, minus the time the upstream held its calls."""
+        return max(0.0, (time.perf_counter() - self.started - self.ledger.waited_seconds()) * 1000)
 
     @property
     def strategy(self) -> str:
@@ -122,6 +123,10 @@ class RequestRecord:
             self.on_complete(self, time.perf_counter() - self.started)
 
 
+RECEIVED_EXTENSION = "contextlift.received"
+"""A scope extension the server sets: `{"at": time.perf_counter()}` of the first byte of the request's head."""
+
+
 class RequestLog:
     """Creates each request's record, stamps its headers on the response, and completes it when the response
     has been sent, handing it to `on_complete`."""
@@ -140,6 +145,9 @@ class RequestLog:
             request_id = given if valid else uuid.uuid4().hex
             method = str(scope.get("method", ""))
             record = RequestRecord(request_id, method, _route_template(scope), on_complete=self._on_complete)
+            received = ((scope.get("extensions") or {}).get(RECEIVED_EXTENSION) or {}).get("at")
+            if isinstance(received, float):
+                record.started = received
             state[_RECORD_KEY] = record
         return record
 

@@ -159,7 +159,7 @@ class RequestUpstream:
             UpstreamError: no connection came free, or the upstream could not be reached (counted as failed).
         """
         request = self._client.build_request(
-            method, path, headers=self._headers, content=content, params=self._query or None
+            method, path, headers=self._headers, content=content, params=self._query or None, waited=self.ledger.waited
         )
         await self._client.reserve()
         call = RelayedCall(self._client, self.ledger, self._lease, self.guard)
@@ -208,8 +208,9 @@ class RequestUpstream:
             content = _compact_json(body).encode()
         headers = {**self._headers, "content-type": "application/json"}
         return self._client.build_request(
-            "POST", "chat/completions", headers=headers, content=content, params=self._query or None
-        )
+            "POST", "chat/completions", headers=headers, content=content, params=self._query or None,
+            waited=self.ledger.waited,
+        )  # fmt: skip
 
 
 def _compact_json(body: Mapping[str, Any]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import http.cookiejar
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from proxy.key_guard import KeyGuard
 from proxy.retry import RetryPolicy
 from proxy.transport_errors import mapped_transport_errors
 from proxy.upstream_headers import forwarded_headers
+from proxy.upstream_transport import WAIT_EXTENSION, TimedTransport
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +76,13 @@ class UpstreamClient:
         self.retry = retry or RetryPolicy()
         self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
         self._slots = asyncio.Semaphore(max_connections)
+        pool = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._client = httpx.AsyncClient(
             # A call waits for a free pooled connection as long as it would wait for the upstream; a wait
             # that still runs out is reported as the proxy's (UpstreamPoolExhausted), not the upstream's.
             timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
-            transport=transport,
+            transport=TimedTransport(transport or httpx.AsyncHTTPTransport(limits=pool)),
             headers={"accept-encoding": ACCEPT_ENCODING},
             cookies=_NO_COOKIES,
         )
@@ -144,10 +145,15 @@ class UpstreamClient:
         headers: Mapping[str, str],
         content: bytes | None = None,
         params: str | None = None,
+        waited: Callable[[float, float], None] | None = None,
     ) -> httpx.Request:
-        """A request to `path` below the base URL, with the base URL's query and then the client's."""
+        """A request to `path` below the base URL, with the base URL's query and then the client's; `waited` is
+        told each time the upstream held it (see `TimedTransport`)."""
         merged = self.base_params.merge(httpx.QueryParams(params)) if params else self.base_params
-        return self._client.build_request(method, self.url(path), headers=headers, content=content, params=merged)
+        request = self._client.build_request(method, self.url(path), headers=headers, content=content, params=merged)
+        if waited is not None:
+            request.extensions[WAIT_EXTENSION] = waited
+        return request
 
     async def reachable(self, probe_seconds: float = 3.0) -> bool:
         """Whether the upstream answers HTTP at all (an auth error still means reachable)."""

@@ -21,14 +21,18 @@ What this module adds to it, because the proxy's guarantees depend on it:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-__all__ = ["UpstreamTransport", "build_transport"]
+__all__ = ["WAIT_EXTENSION", "TimedTransport", "UpstreamTransport", "build_transport"]
+
+WAIT_EXTENSION = "contextlift.waited"
+"""A request extension: called with (start, end) in `time.perf_counter()` for each wait on the upstream."""
 
 UpstreamTransport = Literal["aiohttp", "httpx"]
 
@@ -118,3 +122,56 @@ def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.Asyn
         )
 
     return _AiohttpUpstream(client=session)
+
+
+class _TimedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream, waited: Callable[[float, float], None]) -> None:
+        self._stream = stream
+        self._waited = waited
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pieces = aiter(self._stream)
+        while True:
+            start = time.perf_counter()
+            try:
+                piece = await anext(pieces)
+            except StopAsyncIteration:
+                return
+            finally:
+                self._waited(start, time.perf_counter())
+            yield piece
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class TimedTransport(httpx.AsyncBaseTransport):
+    """Any transport, timing how long each request waits on the upstream: from handing the request to the
+    transport until the answer's head is in, then each wait for the next piece of the body. A request opts in
+    with the `WAIT_EXTENSION` extension. What is timed includes the HTTP client's own sending and parsing (for
+    aiohttp a few tens of microseconds, next to the proxy's milliseconds) but none of httpx's client-side work
+    nor the proxy's: `X-Context-Overhead-Ms` is the request's time minus these waits."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        waited = request.extensions.get(WAIT_EXTENSION)
+        if waited is None:
+            return await self._inner.handle_async_request(request)
+        start = time.perf_counter()
+        try:
+            response = await self._inner.handle_async_request(request)
+        finally:
+            waited(start, time.perf_counter())
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers.raw,
+            stream=_TimedStream(response.stream, waited),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

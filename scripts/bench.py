@@ -149,16 +149,22 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def _timed(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> float:
+async def _timed(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], told: list[float] | None = None
+) -> float:
     started = time.perf_counter()
     response = await client.post(url, json=body, headers=headers)
     response.raise_for_status()
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    if told is not None and "x-context-overhead-ms" in response.headers:
+        told.append(float(response.headers["x-context-overhead-ms"]))
+    return elapsed
 
 
 async def added_latency(targets: dict[str, str], direct: str, body: dict[str, Any], rounds: int) -> dict[str, Any]:
     """Each target and the fake itself in turn, one request at a time; the added time per pair, in ms."""
     added: dict[str, list[float]] = {name: [] for name in targets}
+    told: dict[str, list[float]] = {name: [] for name in targets}  # what X-Context-Overhead-Ms said
     async with httpx.AsyncClient(timeout=30) as client:
         for _ in range(3):  # warm connections and caches
             for url in [direct, *targets.values()]:
@@ -166,8 +172,12 @@ async def added_latency(targets: dict[str, str], direct: str, body: dict[str, An
         for _ in range(rounds):
             base = await _timed(client, f"{direct}/chat/completions", body, {})
             for name, url in targets.items():
-                added[name].append((await _timed(client, f"{url}/chat/completions", body, {}) - base) * 1000)
-    return {name: {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "n": len(v)} for name, v in added.items()}
+                through = await _timed(client, f"{url}/chat/completions", body, {}, told[name])
+                added[name].append((through - base) * 1000)
+    return {
+        name: {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "n": len(v), "header_p50_ms": _pct(told[name], 50)}
+        for name, v in added.items()
+    }
 
 
 _WRK_SCRIPT = """wrk.method = "POST"
@@ -390,6 +400,8 @@ def render(f: dict[str, Any]) -> str:
     for label, key in (("small body", "added_small"), ("20 documents", "added_20_docs")):
         cells = [f"{f[key][n]['p50_ms']:.2f} / {f[key][n]['p99_ms']:.2f}" for n in names]
         lines.append(f"| added latency, {label}, p50 / p99 ms | " + " | ".join(cells) + " |")
+        told = [f"{f[key][n]['header_p50_ms']:.2f}" for n in names]
+        lines.append(f"| X-Context-Overhead-Ms said, {label}, p50 ms | " + " | ".join(told) + " |")
     for c in (16, 64, 256):
         cells = []
         for n in names:
