@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 import aiohttp
+import aiohttp.payload
 import httpx
 from httpx_aiohttp import AiohttpTransport
+from httpx_aiohttp.transport import AiohttpResponseStream
 
 __all__ = ["WAIT_EXTENSION", "TimedTransport", "UpstreamTransport", "build_transport"]
 
@@ -92,17 +95,53 @@ class _MappedStream(httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
+def _payload(content: bytes) -> aiohttp.payload.BytesPayload:
+    # aiohttp warns (ResourceWarning) about a bytes body over 1 MiB, "might lock the event loop": here the body is
+    # already in memory, bounded by max_body_bytes, and the socket transport buffers it without blocking; the
+    # BytesIO aiohttp suggests would be read in an executor thread, slower. The warning is silenced for this
+    # synchronous constructor only.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        return aiohttp.payload.BytesPayload(content)
+
+
 class _AiohttpUpstream(AiohttpTransport):
+    """httpx-aiohttp's transport, its request call written out here for two reasons: the body goes as a payload
+    built without aiohttp's large-body warning (see `_payload`), and errors are mapped by our rule."""
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        timeout = request.extensions.get("timeout", {})
+        data: aiohttp.payload.Payload | httpx.AsyncByteStream | None
+        try:
+            data = _payload(request.content) if request.content else None
+        except httpx.RequestNotRead:
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            data = request.stream
         with _aiohttp_errors_as_httpx():
-            response = await super().handle_async_request(request)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
+            response = await self.client.request(
+                method=request.method,
+                url=str(request.url),
+                headers=request.headers,
+                data=data,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+                ),
+            ).__aenter__()
+        extensions = {
+            "http_version": b"HTTP/1.1",
+            **({"reason_phrase": response.reason.encode()} if response.reason else {}),
+        }
         return httpx.Response(
-            status_code=response.status_code,
-            headers=response.headers.raw,
-            stream=_MappedStream(response.stream),
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_MappedStream(AiohttpResponseStream(response)),
             request=request,
-            extensions=response.extensions,
+            extensions=extensions,
         )
 
 

@@ -9,8 +9,8 @@ third process. Printed as one table (and `--json`):
 - each strategy's wall time against `none` at a fixed upstream delay (20 documents);
 - `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached);
 - the proxy's resident memory idle and after the run, and its start-up time to /healthz and /startupz;
-- with `--peer URL` (another gateway, pointed at the URL this prints for the fake upstream), its added latency
-  and throughput in the same run, interleaved with the proxy's;
+- with `--peer URL` (another gateway, started first and pointed at `http://127.0.0.1:PORT/v1` with the port given
+  as `--fake-port PORT`), its added latency and throughput in the same run, interleaved with the proxy's;
 - with `--variant NAME:VAR=VALUE,...` (repeatable), another `contextlift serve` on the same core with those
   environment settings, measured beside the default one (pool sizes, the event loop, ...).
 
@@ -317,6 +317,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--peer", help="another gateway's OpenAI base URL, pointed at the fake upstream")
     parser.add_argument("--delay", type=float, default=0.0, help="the fake upstream's answer delay (s)")
+    parser.add_argument(
+        "--fake-port", type=int, help="the fake upstream's port (default: a free one), so a --peer can be started first"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
@@ -330,7 +333,7 @@ def main() -> int:
     seconds, rounds = (0.5, 3) if args.quick else (8.0, 200)
     cores = sorted(os.sched_getaffinity(0))
     proxy_core, rest = {cores[0]}, set(cores[1:]) or {cores[0]}
-    fake_port, proxy_port = free_port(), free_port()
+    fake_port, proxy_port = args.fake_port or free_port(), free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CONTEXTLIFT_LOG_LEVEL": "warning", "CONTEXTLIFT_MAX_IN_FLIGHT": "512"}
     fake = subprocess.Popen([sys.executable, __file__, "--fake-upstream", str(fake_port), str(args.delay), "0.01"])
     os.sched_setaffinity(fake.pid, rest)

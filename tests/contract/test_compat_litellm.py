@@ -32,7 +32,7 @@ FLAVOURS = pytest.mark.parametrize("flavour", ["sync", "async"])
 # litellm warns from inside itself under this pydantic (its response types on first use, its stream builder on
 # every usage chunk); with warnings as errors each call would fail inside litellm, identically both ways.
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Items? .* (is|are) using the `ReadOnly` qualifier:UserWarning"),
     pytest.mark.filterwarnings("ignore:Accessing the 'model_[a-z_]*' attribute on the instance:DeprecationWarning"),
 ]
 
