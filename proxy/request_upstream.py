@@ -165,9 +165,15 @@ class RequestUpstream:
         call = RelayedCall(self._client, self.ledger, self._lease, self.guard)
         self.ledger.started()
         try:
-            call.response = await self._client.send(request)
+            # The head must come within the timeout, however slowly the upstream reads the body or trickles it.
+            async with asyncio.timeout(self._client.timeout):
+                call.response = await self._client.send(request)
         except BaseException as error:
             call.finish()
+            if isinstance(error, TimeoutError):
+                error = UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s")
+                self.ledger.failed(error)
+                raise error from None
             if isinstance(error, UpstreamError):
                 self.ledger.failed(error)
             raise

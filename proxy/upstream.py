@@ -150,7 +150,10 @@ class UpstreamClient:
         """A request to `path` below the base URL, with the base URL's query and then the client's; `waited` is
         told each time the upstream held it (see `TimedTransport`)."""
         merged = self.base_params.merge(httpx.QueryParams(params)) if params else self.base_params
-        request = self._client.build_request(method, self.url(path), headers=headers, content=content, params=merged)
+        # As bytes: the server decoded the client's header values as latin-1, and httpx would encode a str value
+        # as ASCII and fail (a 500) on any other byte a client may legally send.
+        raw = [(name.encode("latin-1"), _header_bytes(value)) for name, value in headers.items()]
+        request = self._client.build_request(method, self.url(path), headers=raw, content=content, params=merged)
         if waited is not None:
             request.extensions[WAIT_EXTENSION] = waited
         return request
@@ -170,6 +173,13 @@ class UpstreamClient:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _header_bytes(value: str) -> bytes:
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8")
 
 
 class _RefuseAll(http.cookiejar.DefaultCookiePolicy):

@@ -28,6 +28,9 @@ NEVER_FORWARDED = HOP_BY_HOP | {
     "content-length",
     "accept-encoding",
     "cookie",
+    # The proxy holds the whole body before it calls: a client's 100-continue is for the hop to the proxy, and
+    # forwarded it would make the upstream client wait for an interim answer the upstream need not send.
+    "expect",
     "forwarded",
     "x-forwarded-host",
     "x-forwarded-prefix",

@@ -20,15 +20,18 @@ What this module adds to it, because the proxy's guarantees depend on it:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 import aiohttp.payload
 import httpx
+import yarl
 from httpx_aiohttp import AiohttpTransport
 from httpx_aiohttp.transport import AiohttpResponseStream
 
@@ -38,6 +41,10 @@ WAIT_EXTENSION = "contextlift.waited"
 """A request extension: called with (start, end) in `time.perf_counter()` for each wait on the upstream."""
 
 UpstreamTransport = Literal["aiohttp", "httpx"]
+
+MAX_HEAD_LINE_BYTES = 64 * 1024
+"""Longest line (status, or one header) of an upstream answer's head."""
+MAX_RESPONSE_HEADERS = 256
 
 # Most specific first is not needed: `_mapped` picks the class no other match derives from.
 _AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
@@ -95,6 +102,15 @@ class _MappedStream(httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
+def _header_text(value: bytes) -> str:
+    # aiohttp writes header values as UTF-8: a value that is UTF-8 (as clients send non-ASCII text) goes out as
+    # the same bytes; any other byte sequence is read as latin-1 and goes out re-encoded.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
 def _payload(content: bytes) -> aiohttp.payload.BytesPayload:
     # aiohttp warns (ResourceWarning) about a bytes body over 1 MiB, "might lock the event loop": here the body is
     # already in memory, bounded by max_body_bytes, and the socket transport buffers it without blocking; the
@@ -105,33 +121,52 @@ def _payload(content: bytes) -> aiohttp.payload.BytesPayload:
         return aiohttp.payload.BytesPayload(content)
 
 
+_SOCKETS: contextvars.ContextVar[list[asyncio.Transport]] = contextvars.ContextVar("contextlift_upstream_sockets")
+
+
+class _AbortableRequest(aiohttp.ClientRequest):
+    """Records the socket a request is sent on (for `_AiohttpUpstream`: see there why)."""
+
+    async def send(self, conn: Any) -> Any:
+        sockets = _SOCKETS.get(None)
+        if sockets is not None and conn.transport is not None:
+            sockets.append(conn.transport)
+        return await super().send(conn)
+
+
 class _AiohttpUpstream(AiohttpTransport):
-    """httpx-aiohttp's transport, its request call written out here for two reasons: the body goes as a payload
-    built without aiohttp's large-body warning (see `_payload`), and errors are mapped by our rule."""
+    """httpx-aiohttp's transport, its request call written out here: the body goes as a payload built without
+    aiohttp's large-body warning (see `_payload`), a connection given up on is dropped rather than left to flush,
+    an interim answer is refused, and errors are mapped by our rule."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if not isinstance(self.client, aiohttp.ClientSession):
             self.client = self.get_client()
-        timeout = request.extensions.get("timeout", {})
         data: aiohttp.payload.Payload | httpx.AsyncByteStream | None
         try:
             data = _payload(request.content) if request.content else None
         except httpx.RequestNotRead:
             assert isinstance(request.stream, httpx.AsyncByteStream)
             data = request.stream
-        with _aiohttp_errors_as_httpx():
-            response = await self.client.request(
-                method=request.method,
-                url=str(request.url),
-                headers=request.headers,
-                data=data,
-                allow_redirects=False,
-                auto_decompress=False,
-                compress=False,
-                timeout=aiohttp.ClientTimeout(
-                    sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
-                ),
-            ).__aenter__()
+        sockets: list[asyncio.Transport] = []
+        token = _SOCKETS.set(sockets)
+        try:
+            with _aiohttp_errors_as_httpx():
+                response = await self._request(request, data)
+        except BaseException:
+            # aiohttp closes a connection it gives up on (a timeout, a cancelled call) gracefully, which waits for
+            # the body it queued to be flushed: an upstream that never reads would keep the socket and the whole
+            # queued body for good. Nothing more will be read or written on it: drop it at once.
+            for socket in sockets:
+                socket.abort()
+            raise
+        finally:
+            _SOCKETS.reset(token)
+        if response.status < 200:
+            # An interim or 101 answer the proxy never asked for (it forwards no Upgrade, no Expect): relaying it
+            # would hand the client a protocol switch or a headless stream.
+            response.close()
+            raise httpx.RemoteProtocolError(f"upstream answered {response.status} to a request that asked for none")
         extensions = {
             "http_version": b"HTTP/1.1",
             **({"reason_phrase": response.reason.encode()} if response.reason else {}),
@@ -144,6 +179,39 @@ class _AiohttpUpstream(AiohttpTransport):
             extensions=extensions,
         )
 
+    async def _request(self, request: httpx.Request, data: Any) -> aiohttp.ClientResponse:
+        assert isinstance(self.client, aiohttp.ClientSession)
+        timeout = request.extensions.get("timeout", {})
+        return await self.client.request(
+            method=request.method,
+            # As httpx encoded it: yarl would otherwise re-normalise the query (`%2F` to `/`, `%40` to `@`).
+            url=yarl.URL(str(request.url), encoded=True),
+            # Names as the client cased them (a CIMultiDict of httpx.Headers would lowercase them all).
+            headers=[(name.decode("latin-1"), _header_text(value)) for name, value in request.headers.raw],
+            data=data,
+            allow_redirects=False,
+            auto_decompress=False,
+            compress=False,
+            timeout=aiohttp.ClientTimeout(
+                sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+            ),
+        ).__aenter__()
+
+
+class _FreshConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, never reusing a pooled connection that holds unread bytes. aiohttp keeps reading an
+    idle keep-alive connection; a late or stray answer written on it (a gateway's 408 before it closes, a
+    duplicate response) would otherwise be read as the next request's answer, another client's. httpcore's pool
+    checked every idle connection for this; here only the one about to be reused is checked."""
+
+    async def _get(self, key: Any, traces: list[Any]) -> Any:
+        while (connection := await super()._get(key, traces)) is not None:
+            protocol = connection.protocol
+            if protocol is not None and not protocol.should_close:
+                return connection
+            connection.close()
+        return None
+
 
 def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.AsyncBaseTransport | None:
     """The transport for the upstream client, or None for httpx's own pool."""
@@ -152,13 +220,25 @@ def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.Asyn
 
     def session() -> aiohttp.ClientSession:
         # Made on first use, inside the running loop, as aiohttp requires.
-        return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0),
+        made = aiohttp.ClientSession(
+            # httpx's trust store (certifi), as the proxy always verified against.
+            connector=_FreshConnector(limit=max_connections, limit_per_host=0, ssl=httpx.create_ssl_context()),
             cookie_jar=aiohttp.DummyCookieJar(),
+            request_class=_AbortableRequest,
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None),
+            # httpx's pool read answer heads of ~100 KB; aiohttp's defaults (8 KB a line, 128 headers) would refuse,
+            # as a lost connection that is retried and billed, an upstream with one long header.
+            max_line_size=MAX_HEAD_LINE_BYTES,
+            max_field_size=MAX_HEAD_LINE_BYTES,
+            max_headers=MAX_RESPONSE_HEADERS,
         )
+        # aiohttp re-sends an idempotent request once, unseen, when a reused connection drops; the proxy counts and
+        # retries its calls itself (and promises a relayed call is sent once). No public setting in aiohttp 3.14.
+        if hasattr(made, "_retry_connection"):
+            made._retry_connection = False
+        return made
 
     return _AiohttpUpstream(client=session)
 

@@ -14,6 +14,7 @@ import pytest
 
 from proxy.errors import UpstreamBodyTooLarge, UpstreamConnectionLost, UpstreamTimeout, UpstreamUnreachable
 from proxy.local_model import free_port
+from proxy.request_upstream import RequestUpstream
 from proxy.transport_errors import mapped_transport_errors
 from proxy.upstream import StreamLimits, UpstreamClient
 from proxy.upstream_transport import build_transport
@@ -79,11 +80,12 @@ async def call(upstream: UpstreamClient, headers: dict[str, str] | None = None) 
     request = upstream.build_request(
         "POST", "chat/completions", headers=upstream.forwarded(headers or {}), content=b'{"model": "m"}'
     )
-    response = await upstream.send(request)
-    try:
-        return response.status_code, await upstream.read(response, None, upstream.deadline())
-    finally:
-        await response.aclose()
+    async with asyncio.timeout(10):  # a regression here hangs; it must fail instead
+        response = await upstream.send(request)
+        try:
+            return response.status_code, await upstream.read(response, None, upstream.deadline())
+        finally:
+            await response.aclose()
 
 
 async def test_sends_the_headers_the_proxy_built_and_nothing_of_its_own() -> None:
@@ -204,3 +206,116 @@ async def test_an_answer_streams_chunk_by_chunk() -> None:
         await upstream.aclose()
     assert len(pieces) >= 3
     assert b"".join(pieces) == b"".join(b"data: " + e + b"\n\n" for e in events)
+
+
+# --- found by a hostile review of this transport -------------------------------------------------------------------
+
+
+async def test_bytes_an_idle_connection_received_are_never_the_next_answer() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", json.dumps({"answer": n}).encode()))
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.write(reply("200 OK", b'{"injected": true}'))  # unasked, on the idle keep-alive connection
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        first = await call(upstream)
+        await asyncio.sleep(0.3)
+        second = await call(upstream)
+        await upstream.aclose()
+    assert first == (200, b'{"answer": 0}')
+    assert second[1] != b'{"injected": true}'
+    assert len(heads) == 2
+
+
+async def test_a_clients_expect_100_continue_stays_on_its_own_hop() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        assert await call(upstream, {"expect": "100-continue"}) == (200, OK)
+        await upstream.aclose()
+    assert b"expect" not in heads[0].lower()
+
+
+async def test_an_unasked_protocol_switch_is_a_broken_upstream_not_an_answer() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\nGARBAGE")
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        with pytest.raises(UpstreamConnectionLost), mapped_transport_errors("before answering"):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_dropped_reused_connection_is_not_silently_sent_again() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        if n == 0:
+            writer.write(reply("200 OK", OK))
+        else:
+            writer.transport.abort()  # read the request, then hang up without a word
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        await relayed(upstream, "GET", "models")
+        with pytest.raises(UpstreamConnectionLost), mapped_transport_errors("before answering"):
+            await relayed(upstream, "DELETE", "files/abc")
+        await upstream.aclose()
+    assert len(heads) == 2  # the proxy retries by its own rules, counted; the transport never does
+
+
+async def test_a_long_answer_header_is_read_as_httpxs_pool_read_it() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK, "x-long: " + "v" * 20_000, *(f"x-{i}: {i}" for i in range(200))))
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        assert await call(upstream) == (200, OK)
+        await upstream.aclose()
+
+
+async def test_the_query_and_the_header_names_and_values_go_as_the_client_sent_them() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK))
+
+    query = "q=%2F%2F&p=a%40b%3A&r=%24%21%27%28%29%2A%2C"
+    # The server decodes a head as latin-1: a client's UTF-8 "café" arrives as this str.
+    title = "café".encode().decode("latin-1")
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        headers = upstream.forwarded({"X-Title": title, "OpenAI-Organization": "org"})
+        request = upstream.build_request("GET", "files", headers=headers, params=query)
+        response = await upstream.send(request)
+        await response.aclose()
+        await upstream.aclose()
+    head = heads[0]
+    assert head.startswith(f"GET /v1/files?{query} HTTP/1.1\r\n".encode())
+    assert "X-Title: café\r\n".encode() in head
+    assert b"OpenAI-Organization: org\r\n" in head
+
+
+async def relayed(upstream: UpstreamClient, method: str, path: str) -> int:
+    request = upstream.build_request(method, path, headers=upstream.forwarded({}))
+    async with asyncio.timeout(10):
+        response = await upstream.send(request)
+        await response.aclose()
+    return response.status_code
+
+
+async def test_a_relayed_call_whose_body_the_upstream_never_reads_times_out() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(30)  # neither reads the body nor answers
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    upstream = client(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", timeout=0.5)
+    try:
+        async with asyncio.timeout(10):
+            with pytest.raises(UpstreamTimeout):
+                await RequestUpstream(upstream, {}).relay("POST", "files", b"x" * (32 * 1024 * 1024))
+    finally:
+        await upstream.aclose()
+        server.close()
