@@ -116,6 +116,8 @@ def _payload(content: bytes) -> aiohttp.payload.BytesPayload:
     # already in memory, bounded by max_body_bytes, and the socket transport buffers it without blocking; the
     # BytesIO aiohttp suggests would be read in an executor thread, slower. The warning is silenced for this
     # synchronous constructor only.
+    if len(content) <= aiohttp.payload.TOO_LARGE_BYTES_BODY:
+        return aiohttp.payload.BytesPayload(content)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         return aiohttp.payload.BytesPayload(content)
