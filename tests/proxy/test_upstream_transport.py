@@ -306,7 +306,10 @@ async def relayed(upstream: UpstreamClient, method: str, path: str) -> int:
 
 
 async def test_a_relayed_call_whose_body_the_upstream_never_reads_times_out() -> None:
+    writers: list[asyncio.StreamWriter] = []
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
         await reader.readuntil(b"\r\n\r\n")
         await asyncio.sleep(30)  # neither reads the body nor answers
 
@@ -318,4 +321,6 @@ async def test_a_relayed_call_whose_body_the_upstream_never_reads_times_out() ->
                 await RequestUpstream(upstream, {}).relay("POST", "files", b"x" * (32 * 1024 * 1024))
     finally:
         await upstream.aclose()
+        for writer in writers:
+            writer.close()
         server.close()
