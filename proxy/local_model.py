@@ -77,8 +77,10 @@ def server_command(
         "--n_ctx", str(context),
         "--verbose", "False",
     ]  # fmt: skip
-    if threads is not None:
-        command += ["--n_threads", str(threads)]
+    # llama-cpp-python generates on half the CPUs unless told (its `n_threads` default is cpu_count // 2);
+    # "unset" means all the CPUs this process may run on, for generation and prompt processing alike.
+    threads = threads or len(os.sched_getaffinity(0))
+    command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     return command
 
 
