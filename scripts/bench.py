@@ -4,7 +4,9 @@ third process. Printed as one table (and `--json`):
 
 - added latency at 1 in flight, p50/p99: each request sent straight to the fake and through the proxy in turn
   (a small body and a 20-document body), the difference per pair;
-- throughput through the proxy per proxy core at 16, 64 and 256 in flight, with p50/p99;
+- throughput through the proxy per proxy core at 16, 64 and 256 in flight, with p50/p99: three rounds per cell,
+  interleaved across the targets, the median round shown with the range of the three (a shared machine's speed
+  drifts by a third between minutes; one round per cell ranked the same two proxies both ways in one day);
 - streaming: time to first chunk and spacing between chunks, direct and through the proxy;
 - each strategy's wall time against `none` at a fixed upstream delay (20 documents);
 - `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached);
@@ -184,6 +186,7 @@ _WRK_SCRIPT = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = [[%s]]
 """
+THROUGHPUT_ROUNDS = 3
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
@@ -374,8 +377,17 @@ def main() -> int:
         # Interleaved: each concurrency for every target in turn, so drift on the machine hits all of them.
         figures["throughput"] = {name: {} for name in targets}
         for c in (16, 64, 256):
-            for name, url in targets.items():
-                figures["throughput"][name][c] = load(url, c, seconds)
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+            for _ in range(THROUGHPUT_ROUNDS):
+                for name, url in targets.items():
+                    runs[name].append(load(url, c, seconds / THROUGHPUT_ROUNDS * 1.5))
+            for name, measured in runs.items():
+                median = sorted(measured, key=lambda run: run["rps"])[len(measured) // 2]
+                figures["throughput"][name][c] = {
+                    **median,
+                    "rounds": measured,
+                    "rounds_rps": [r["rps"] for r in measured],
+                }
         figures["direct_throughput_64"] = load(direct, 64, seconds)
         figures["streaming"] = {"direct": asyncio.run(streaming(direct, rounds // 4 or 1)),
                                 "contextlift": asyncio.run(streaming(through, rounds // 4 or 1))}  # fmt: skip
@@ -409,8 +421,10 @@ def render(f: dict[str, Any]) -> str:
         cells = []
         for n in names:
             t = f["throughput"][n][c]
+            spread = t.get("rounds_rps", [t["rps"]])
             cells.append(
-                f"{t['rps']:.0f} req/s (p50 {t['p50_ms']:.0f}, p99 {t['p99_ms']:.0f} ms, errors {t['errors']})"
+                f"{t['rps']:.0f} req/s [{min(spread):.0f}-{max(spread):.0f}] (p50 {t['p50_ms']:.0f}, "
+                f"p99 {t['p99_ms']:.0f} ms, errors {t['errors']})"
             )
         lines.append(f"| throughput at {c} in flight, per proxy core | " + " | ".join(cells) + " |")
     ceiling = f["direct_throughput_64"]["rps"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Iterator
@@ -34,6 +35,16 @@ def _logging_restored() -> Iterator[None]:
     structlog.configure(**config)
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored() -> Iterator[None]:
+    """An app's start-up tunes the process's garbage collector (`gc_tuned`); the test process keeps Python's
+    defaults, so a frozen object from one test is not kept past it."""
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
 
 
 @pytest.fixture
