@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from strategies import SentenceTransformerEmbedder
-from strategies.embedder import MAX_EMBEDDED_CHARS
+from strategies.embedder import CPU_BATCH, MAX_EMBEDDED_CHARS
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -61,3 +61,12 @@ def test_a_long_text_embeds_as_the_model_embeds_it_whole(embedder: SentenceTrans
     texts = list(real_texts().values())
     whole = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     assert np.allclose(embedder.embed(texts), whole, atol=1e-6)
+
+
+def test_on_a_cpu_texts_of_mixed_lengths_go_in_small_batches_with_the_vectors_one_wide_batch_gives() -> None:
+    small = SentenceTransformerEmbedder(device="cpu")
+    wide = SentenceTransformerEmbedder(device="cpu", batch_size=64)
+    texts = [("word " * n).strip() + f" about topic {n}" for n in (3, 250, 40, 120, 7, 90, 200, 15, 60, 33)]
+    small_vectors, wide_vectors = small.embed(texts), wide.embed(texts)
+    assert small.batch_size == CPU_BATCH < len(texts)
+    assert np.allclose(small_vectors, wide_vectors, atol=1e-5)
