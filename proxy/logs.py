@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -22,9 +23,16 @@ def redact(text: str) -> str:
     return _SECRET_TEXT.sub(lambda m: (m.group(1) or "") + _REDACTED, text)
 
 
+@functools.lru_cache(maxsize=4096)
+def _secret_key(key: str) -> bool:
+    """Whether a field's name says it holds a secret; cached, as a process logs the same few dozen names (a
+    request line has 19 fields: the searches were a third of its 34 us)."""
+    return bool(_SECRET_KEYS.search(key)) and not key.endswith("_tokens")
+
+
 def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event.items()):
-        if _SECRET_KEYS.search(key) and not key.endswith("_tokens"):
+        if _secret_key(key):
             event[key] = _REDACTED
         elif isinstance(value, str):
             event[key] = redact(value)
