@@ -215,6 +215,38 @@ def wrk_throughput(url: str, concurrency: int, seconds: float, wrk: str) -> dict
             "errors": errors}  # fmt: skip
 
 
+def _busy_share(cores: set[int], interval: float = 0.2) -> float:
+    """The share of `interval` that `cores` spent busy (from /proc/stat; 0 where there is none)."""
+
+    def ticks() -> tuple[int, int]:
+        busy = total = 0
+        try:
+            lines = Path("/proc/stat").read_text().splitlines()
+        except OSError:
+            return 0, 0
+        for line in lines:
+            name, *values = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
+                numbers = [int(v) for v in values[:8]]
+                idle = numbers[3] + numbers[4]
+                busy, total = busy + sum(numbers) - idle, total + sum(numbers)
+        return busy, total
+
+    busy_before, total_before = ticks()
+    time.sleep(interval)
+    busy_after, total_after = ticks()
+    return (busy_after - busy_before) / max(1, total_after - total_before)
+
+
+def settle(cores: set[int], limit: float = 10.0) -> None:
+    """Wait until the proxies' core is idle again (at most `limit` s): a gateway still working through the
+    requests a load run left in flight (a peer at 256 in flight keeps its core busy for seconds after wrk stops)
+    would otherwise be charged to the next target's run."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and _busy_share(cores) > 0.1:
+        pass
+
+
 def load(url: str, concurrency: int, seconds: float) -> dict[str, Any]:
     """Throughput at `concurrency` in flight: wrk when installed, else the Python generator."""
     wrk = shutil.which("wrk")
@@ -380,6 +412,7 @@ def main() -> int:
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
             for _ in range(THROUGHPUT_ROUNDS):
                 for name, url in targets.items():
+                    settle(proxy_core)
                     runs[name].append(load(url, c, seconds / THROUGHPUT_ROUNDS * 1.5))
             for name, measured in runs.items():
                 median = sorted(measured, key=lambda run: run["rps"])[len(measured) // 2]
