@@ -212,12 +212,12 @@ async def _unless_disconnected(request: Request[Any, Any, Any], work: Awaitable[
     answering 503 with Retry-After if it is still waiting when the drain deadline passes."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(request))
-    drained = state.drain_started()
-    try:
-        waits: set[asyncio.Future[Any]] = {task, watcher, drained}
-        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
+    with state.drain_signal() as drained:
+        try:
+            waits: set[asyncio.Future[Any]] = {task, watcher, drained}
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
     if task in done:
         return task.result()
     task.cancel()

@@ -44,13 +44,14 @@ async def stream_when_done(
     ended = False
     try:
         try:
-            while not task.done():
-                waits: set[asyncio.Future[Any]] = {task, state.drain_started()}
-                await asyncio.wait(waits, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
-                if state.draining_expired():
-                    raise ShuttingDown("the proxy is shutting down; the stream was ended")
-                if not task.done():
-                    yield comment_frame()
+            with state.drain_signal() as drained:
+                while not task.done():
+                    waits: set[asyncio.Future[Any]] = {task, drained}
+                    await asyncio.wait(waits, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
+                    if state.draining_expired():
+                        raise ShuttingDown("the proxy is shutting down; the stream was ended")
+                    if not task.done():
+                        yield comment_frame()
             result = task.result()
             record.applied = result.steps
             if not isinstance(result.outcome, Completion):
@@ -110,8 +111,9 @@ async def next_or_drained(events: AsyncIterator[str], state: ProxyState) -> str 
         raise ShuttingDown("the proxy is shutting down; the stream was ended")
     following = asyncio.ensure_future(anext(events))
     try:
-        waits: set[asyncio.Future[Any]] = {following, state.drain_started()}
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        with state.drain_signal() as drained:
+            waits: set[asyncio.Future[Any]] = {following, drained}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if not following.done():
             following.cancel()

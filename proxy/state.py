@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,7 @@ class ProxyState:
     drain_deadline: float | None = None
     """Monotonic time after which open streams end with an error event rather than be cut off."""
     _drained: asyncio.Future[None] | None = None
+    _drain_waiters: set[asyncio.Future[None]] = field(default_factory=set, init=False, repr=False)
     declared_formats: tuple[DeclaredFormat, ...] = field(init=False)
     """The operator's declared prompt templates, built once from the settings."""
     document_limits: DocumentLimits = field(init=False)
@@ -93,9 +95,31 @@ class ProxyState:
         waits on beside its own work, so none outlives the grace period without an answer."""
         if self._drained is None:
             self._drained = asyncio.get_running_loop().create_future()
+            self._drained.add_done_callback(self._wake_drain_waiters)
             if self.drain_deadline is not None:
                 self._schedule_drain(self._drained)
         return self._drained
+
+    @contextlib.contextmanager
+    def drain_signal(self) -> Iterator[asyncio.Future[None]]:
+        """A future of the caller's own, done once the drain deadline has passed, to wait on beside its work.
+
+        Its own rather than `drain_started()`'s shared one: `asyncio.wait` takes its callback off every future
+        it waited on, a scan of that future's callbacks, so a future shared by every request and stream in
+        flight made each wait cost O(in flight) (1.7% of the proxy's samples at 256 in flight, 0.3% at 16)."""
+        drained = self.drain_started()
+        own: asyncio.Future[None] = drained.get_loop().create_future()
+        if drained.done():
+            own.set_result(None)
+        self._drain_waiters.add(own)
+        try:
+            yield own
+        finally:
+            self._drain_waiters.discard(own)
+
+    def _wake_drain_waiters(self, _: asyncio.Future[None]) -> None:
+        for waiter in self._drain_waiters:
+            _finish(waiter)
 
     def _schedule_drain(self, drained: asyncio.Future[None]) -> None:
         assert self.drain_deadline is not None
