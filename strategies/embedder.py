@@ -43,6 +43,10 @@ machine, one thread, 20 SQuAD paragraphs (103-256 pieces): 1,512 ms of CPU in ba
 4; 20 generated passages (46-62 pieces): 341, 321, 338 ms. The vectors differ by at most 1.2e-7."""
 GPU_BATCH = 64
 """Texts per forward pass on a GPU, where a wide batch is what keeps the device busy."""
+GPU_HALF = True
+"""On a GPU the model runs in fp16, at twice fp32's speed on tensor cores. It ranks as fp32 does: 60 litm-qa cases
+of 20 documents (easy, hard and SQuAD distractors; `scripts/embedding_backends.py`) gave Spearman's rho min 0.9985,
+median 1.0000 against fp32, the same top document 60 of 60 times, every vector's cosine to its fp32 one 1.0000."""
 
 
 class Embedder(Protocol):
@@ -109,15 +113,19 @@ class SentenceTransformerEmbedder:
         return self._batch_size
 
     def load(self) -> None:
-        """Load the model (idempotent): CUDA when torch sees a GPU, else CPU."""
+        """Load the model (idempotent): CUDA when torch sees a GPU (in fp16, see `GPU_HALF`), else CPU."""
         if self._model is not None:
             return
         import torch
         from sentence_transformers import SentenceTransformer
 
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._model = SentenceTransformer(str(self._model_dir or bundled_model_dir()), device=device)
-        self._batch_size = self._batch_size or (GPU_BATCH if device.startswith("cuda") else CPU_BATCH)
+        model = SentenceTransformer(str(self._model_dir or bundled_model_dir()), device=device)
+        on_gpu = device.startswith("cuda")
+        if on_gpu and GPU_HALF:
+            model.half()
+        self._model = model
+        self._batch_size = self._batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.load()
@@ -138,6 +146,9 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
+            if encoded.dtype != np.float32:  # fp16 on a GPU: unit length again in fp32
+                encoded = encoded.astype(np.float32)
+                encoded /= np.maximum(np.linalg.norm(encoded, axis=1, keepdims=True), 1e-12)
             with self._lock:
                 for key, vector in zip(unique, encoded, strict=True):
                     self._cache[key] = vector.astype(np.float32)

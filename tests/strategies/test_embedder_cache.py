@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from strategies import SentenceTransformerEmbedder
-from strategies.embedder import CPU_BATCH, MAX_EMBEDDED_CHARS
+from strategies.embedder import CPU_BATCH, GPU_BATCH, MAX_EMBEDDED_CHARS
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -70,3 +70,30 @@ def test_on_a_cpu_texts_of_mixed_lengths_go_in_small_batches_with_the_vectors_on
     small_vectors, wide_vectors = small.embed(texts), wide.embed(texts)
     assert small.batch_size == CPU_BATCH < len(texts)
     assert np.allclose(small_vectors, wide_vectors, atol=1e-5)
+
+
+def test_on_a_gpu_the_model_runs_in_fp16_and_its_vectors_stay_unit_length_fp32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: the real model is built on the CPU whatever device it is asked for, so what runs is the
+    embedder's GPU path (fp16 weights, wide batches) on the real weights."""
+    import sentence_transformers
+
+    real = sentence_transformers.SentenceTransformer
+    asked: list[str] = []
+
+    def on_cpu(path: str, device: str) -> sentence_transformers.SentenceTransformer:
+        asked.append(device)
+        return real(path, device="cpu")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", on_cpu)
+    gpu = SentenceTransformerEmbedder(device="cuda:0")
+    texts = [("word " * n).strip() + f" about topic {n}" for n in (3, 250, 40, 120, 7)]
+    vectors = gpu.embed(texts)
+    monkeypatch.undo()
+    reference = SentenceTransformerEmbedder(device="cpu").embed(texts)
+
+    assert asked == ["cuda:0"]
+    assert gpu.batch_size == GPU_BATCH
+    assert str(next(gpu._model.parameters()).dtype) == "torch.float16"
+    assert vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert np.min(np.sum(vectors * reference, axis=1)) > 0.999
