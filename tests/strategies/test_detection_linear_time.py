@@ -24,9 +24,11 @@ def megabyte(unit: str, head: str = "", tail: str = "") -> str:
 
 
 def cpu_seconds(work: Callable[[], Any]) -> float:
-    started = time.process_time()
+    """`work`'s CPU time on this thread: the process's would also count threads earlier tests left running
+    (json-arrays measured 4.9 s of process time after the whole suite, 0.3 s alone)."""
+    started = time.thread_time()
     work()
-    return time.process_time() - started
+    return time.thread_time() - started
 
 
 def body(content: Any) -> dict[str, Any]:
