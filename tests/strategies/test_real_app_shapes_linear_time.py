@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from typing import Any
 
 import pytest
 
 from strategies import DeclaredFormat, DocumentLimitError, DocumentLimits, parse_request
+from tests.cpu_time import cpu_clock
 
 MB = 1_000_000
 BOUND_SECONDS = 3.0
@@ -58,11 +58,10 @@ HOSTILE_TEXTS = {
 @pytest.mark.parametrize("text", HOSTILE_TEXTS.values(), ids=HOSTILE_TEXTS)
 def test_a_hostile_prompt_for_the_new_shapes_is_scanned_in_linear_time(text: str) -> None:
     for request_body in (user(text), user("q?", {"role": "system", "content": text})):
-        started = time.thread_time()
-        with contextlib.suppress(DocumentLimitError):
+        with cpu_clock() as elapsed, contextlib.suppress(DocumentLimitError):
             request = parse_request(request_body, PROXY_LIMITS)
             request.with_documents(request.documents[::-1]).render()
-        assert time.thread_time() - started < BOUND_SECONDS
+        assert elapsed() < BOUND_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -81,26 +80,25 @@ def test_a_hostile_tool_result_is_scanned_in_linear_time(content: str) -> None:
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
         {"role": "tool", "tool_call_id": "c", "content": content},
     ]
-    started = time.thread_time()
-    with contextlib.suppress(DocumentLimitError):
+    with cpu_clock() as elapsed, contextlib.suppress(DocumentLimitError):
         parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
-    assert time.thread_time() - started < BOUND_SECONDS
+    assert elapsed() < BOUND_SECONDS
 
 
 @pytest.mark.parametrize("role", ["system", "user"])
 def test_thousands_of_messages_each_almost_a_candidate_are_scanned_in_linear_time(role: str) -> None:
     # Each message's JSON object was judged against a rescan of every later message: 40,000 took 31 s.
     messages = [{"role": role, "content": '{"a": "x", "b": "y"}'}] * 40_000 + [{"role": "user", "content": "q"}]
-    started = time.thread_time()
-    parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
-    assert time.thread_time() - started < BOUND_SECONDS
+    with cpu_clock() as elapsed:
+        parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert elapsed() < BOUND_SECONDS
 
 
 def test_system_messages_of_a_marker_word_and_long_blanks_are_scanned_in_linear_time() -> None:
     messages = [{"role": "system", "content": "Source" + " " * 500_000}] * 2 + [{"role": "user", "content": "q"}]
-    started = time.thread_time()
-    parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
-    assert time.thread_time() - started < BOUND_SECONDS
+    with cpu_clock() as elapsed:
+        parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
+    assert elapsed() < BOUND_SECONDS
 
 
 def test_thousands_of_messages_are_scanned_in_linear_time() -> None:
@@ -108,10 +106,9 @@ def test_thousands_of_messages_are_scanned_in_linear_time() -> None:
     results = [{"role": "tool", "tool_call_id": f"c{i}", "content": "x"} for i in range(20_000)]
     systems = [{"role": "system", "content": "Document: x"}] * 20_000
     messages = [*systems, {"role": "user", "content": "q?"}, {"role": "assistant", "tool_calls": calls}, *results]
-    started = time.thread_time()
-    with contextlib.suppress(DocumentLimitError):
+    with cpu_clock() as elapsed, contextlib.suppress(DocumentLimitError):
         parse_request({"model": "m", "messages": messages}, PROXY_LIMITS)
-    assert time.thread_time() - started < BOUND_SECONDS
+    assert elapsed() < BOUND_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -124,7 +121,6 @@ def test_thousands_of_messages_are_scanned_in_linear_time() -> None:
 )
 def test_declared_formats_scan_in_linear_time(declared: DeclaredFormat) -> None:
     for text in (megabyte("Doc 1"), megabyte("<kb>"), megabyte("\n---", head="<kb>"), megabyte("Doc 123456789:")):
-        started = time.thread_time()
-        with contextlib.suppress(DocumentLimitError):
+        with cpu_clock() as elapsed, contextlib.suppress(DocumentLimitError):
             parse_request(user(text), PROXY_LIMITS, declared=[declared])
-        assert time.thread_time() - started < BOUND_SECONDS
+        assert elapsed() < BOUND_SECONDS
