@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 STARTUP_SECONDS = 10.0
+SHUTDOWN_SECONDS = 5.0
 UPSTREAM = "http://upstream.test/v1"
 """The base URL the proxy under test is given; a fake transport answers for it."""
 
@@ -36,8 +37,15 @@ def serve_in_thread(server: uvicorn.Server) -> Iterator[tuple[int, threading.Thr
         yield int(listener.getsockname()[1]), thread
     finally:
         server.should_exit = True
-        thread.join(5)
+        thread.join(SHUTDOWN_SECONDS)
+        if thread.is_alive():
+            # uvicorn waits for every running handler before it stops, and a fake upstream that stalls on purpose
+            # never returns: the server outlived its test and the run, its sockets left for the last collection
+            # (a whole-suite run failed at exit on one). Forcing the exit cancels the handlers.
+            server.force_exit = True
+            thread.join(SHUTDOWN_SECONDS)
         listener.close()
+        assert not thread.is_alive(), "the server did not stop"
 
 
 @contextlib.contextmanager
