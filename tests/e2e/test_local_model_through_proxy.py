@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,8 +23,9 @@ LITM_PROMPT = (
 
 
 @pytest.fixture
-def sdk(proxy_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0)
+def sdk(proxy_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0) as client:
+        yield client
 
 
 def test_readiness_and_models(proxy_url: str, sdk: openai.OpenAI) -> None:

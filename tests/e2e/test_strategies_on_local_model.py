@@ -3,6 +3,7 @@ SmolLM2 model and the real all-MiniLM-L6-v2 embedder, streamed and not."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -41,8 +42,9 @@ SELECTIONS = [
 
 
 @pytest.fixture
-def sdk(proxy_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300)
+def sdk(proxy_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300) as client:
+        yield client
 
 
 @pytest.mark.parametrize("selection", SELECTIONS)
