@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+import openai
 import psutil
 import pytest
 
@@ -14,6 +15,13 @@ def proxy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The proxy in front of the embedded model, for the whole session."""
     with serving(tmp_path_factory.mktemp("e2e") / "serve.log") as url:
         yield url
+
+
+@pytest.fixture
+def sdk(proxy_url: str) -> Iterator[openai.OpenAI]:
+    """The openai SDK pointed at the session's proxy, closed when the test ends."""
+    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300) as client:
+        yield client
 
 
 @pytest.fixture(autouse=True)

@@ -23,16 +23,15 @@ SHAPES = {
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
-def test_a_framework_request_is_reordered_on_the_real_model(proxy_url: str, name: str) -> None:
+def test_a_framework_request_is_reordered_on_the_real_model(sdk: openai.OpenAI, name: str) -> None:
     prompt = next(p for p in framework_prompts() if p.name == name)
     body = copy.deepcopy(prompt.body)
-    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300) as sdk:
-        raw = sdk.chat.completions.with_raw_response.create(
-            model="smollm2",
-            messages=body["messages"],
-            max_tokens=16,
-            extra_headers={"X-Context-Strategy": "reorder"},
-        )
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2",
+        messages=body["messages"],
+        max_tokens=16,
+        extra_headers={"X-Context-Strategy": "reorder"},
+    )
     assert raw.headers["x-context-format"] == SHAPES[name]
     assert raw.headers["x-context-documents"] == str(len(prompt.documents))
     assert raw.headers["x-context-strategy"] == "reorder"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,12 +19,6 @@ LITM_PROMPT = (
     "Document [3](Title: Ostmark) Ostmark exports copper and wool.\n\n"
     "Question: what is the capital of Zorvath?\nAnswer:"
 )
-
-
-@pytest.fixture
-def sdk(proxy_url: str) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0) as client:
-        yield client
 
 
 def test_readiness_and_models(proxy_url: str, sdk: openai.OpenAI) -> None:

@@ -3,7 +3,6 @@ SmolLM2 model and the real all-MiniLM-L6-v2 embedder, streamed and not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -39,12 +38,6 @@ SELECTIONS = [
     "medoid; k=3; seed=1",
     "reorder, query-aware, medoid; k=3",
 ]
-
-
-@pytest.fixture
-def sdk(proxy_url: str) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="x", max_retries=0, timeout=300) as client:
-        yield client
 
 
 @pytest.mark.parametrize("selection", SELECTIONS)
