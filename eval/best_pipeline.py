@@ -1,6 +1,11 @@
 """The verdict the report opens with: for each task and variant, the strategy with the highest paired lift over
-`none` over all sizes, whether its bootstrap 95% interval excludes zero, what it costs, and whether the model
-lets the regime rank anything at all. Computed from the lift and cost rows."""
+`none` over all sizes, whether it holds under the one rule below, what it costs, and whether the model lets the
+regime rank anything at all. Computed from the lift and cost rows.
+
+The rule, shared with `contextlift policy` (eval.policy_writer): a lift is significant when it is above zero,
+rests on at least MIN_DISCORDANT pairs that differ, and its exact paired test stays below ALPHA after Holm's
+correction over every pipeline compared in the same regime; a loss is significant by the same rule below zero.
+A smoke-test run (the quick profile) states its verdicts but never recommends or yields a rule."""
 
 from __future__ import annotations
 
@@ -8,18 +13,39 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from eval.stats import ALPHA, MIN_DISCORDANT
+
+SMOKE_PROFILES = ("quick",)
+"""Profiles too small to act on (n of 1 to 3 per cell): their reports are labelled smoke tests, never rules."""
+
 _TIE = 1e-9
 """Lifts closer than this are equal: the same mean, summed in another order, can differ in its last bits."""
+
+
+def significant(row: dict[str, Any]) -> bool:
+    """A lift row that holds: above zero, enough pairs that differ, Holm-corrected exact p below ALPHA."""
+    return row["value"] > 0 and _holds(row)
+
+
+def harmful(row: dict[str, Any]) -> bool:
+    """A lift row significantly below zero, by the same rule."""
+    return row["value"] < 0 and _holds(row)
+
+
+def _holds(row: dict[str, Any]) -> bool:
+    p = row.get("p_holm", row.get("p"))
+    return p is not None and row.get("wins", 0) + row.get("losses", 0) >= MIN_DISCORDANT and p < ALPHA
 
 
 def best_pipelines(lifts: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
     """Per task x variant with any lift: the leading strategy, its lift, interval and n, and a verdict.
 
     The leader has the highest lift; among equal lifts, the higher interval's lower bound, then the run's order
-    of strategies; the others with its lift are `tied_with`. `verdict` is `significant` (a lift above zero
-    whose interval excludes zero), `not significant` (above zero, the interval takes in zero) or `no lift`
-    (no strategy above zero: `none` is the best pipeline). `above_zero` and `below_zero` name every strategy
-    whose interval lies wholly above or below zero, highest lift first."""
+    of strategies; the others with its lift are `tied_with`. `verdict` is `significant` (the leader holds by
+    `significant`), `not significant` (above zero, it does not hold) or `no lift` (no strategy above zero:
+    `none` is the best pipeline). `above_zero` and `below_zero` name every strategy that holds above or below
+    zero, highest lift first; `recommend` is the highest that holds above zero and none below (else None);
+    `detectable` the smallest lift the regime's pairs could have detected."""
     regimes: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in lifts:
         if row["size"] is None:
@@ -39,8 +65,15 @@ def best_pipelines(lifts: Sequence[dict[str, Any]], order: Sequence[str]) -> lis
                 "n": leader["n"],
                 "verdict": _verdict(leader),
                 "tied_with": [r["strategy"] for r in ranked[1:] if leader["value"] - r["value"] < _TIE],
-                "above_zero": [r["strategy"] for r in ranked if r["ci95"][0] > 0],
-                "below_zero": [r["strategy"] for r in ranked if r["ci95"][1] < 0],
+                "above_zero": [r["strategy"] for r in ranked if significant(r)],
+                "below_zero": [r["strategy"] for r in ranked if harmful(r)],
+                "recommend": next((r["strategy"] for r in ranked if significant(r)), None),
+                "p": leader.get("p"),
+                "p_holm": leader.get("p_holm"),
+                "wins": leader.get("wins"),
+                "losses": leader.get("losses"),
+                "family": leader.get("family", len(rows)),
+                "detectable": min((r["detectable"] for r in rows if r.get("detectable") is not None), default=None),
                 "rankable": not all(_flat(r) for r in rows),
             }
         )
@@ -55,34 +88,47 @@ def _flat(row: dict[str, Any]) -> bool:
 def _verdict(leader: dict[str, Any]) -> str:
     if leader["value"] <= 0:
         return "no lift"
-    return "significant" if leader["ci95"][0] > 0 else "not significant"
+    return "significant" if significant(leader) else "not significant"
 
 
-def best_pipeline_section(rows: list[dict[str, Any]], costs: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """The report's opening section, the verdict: per task and variant, the pipeline to switch on (the best
-    whose interval excludes zero, else `none`), its lift and cost; regimes where every strategy scored exactly
-    as `none` did cannot rank anything on this model and come last."""
+def best_pipeline_section(
+    rows: list[dict[str, Any]], costs: Sequence[dict[str, Any]] = (), profile: str = ""
+) -> list[str]:
+    """The report's opening section, the verdict: per task and variant, the pipeline to switch on (the best that
+    holds by the rule, else `none`), its lift, test and cost, and the smallest lift the run could have found;
+    regimes where every strategy scored exactly as `none` did cannot rank anything on this model and come last."""
     if not rows:
         return []
     cost = {(c["task"], c["strategy"]): c for c in costs}
-    lines = [
-        "## Verdict",
-        "",
+    smoke = profile in SMOKE_PROFILES
+    lines = ["## Verdict", ""]
+    if smoke:
+        lines += [
+            f"**Smoke test** (profile `{profile}`): too few cases per cell to act on. The table shows that the "
+            "pipeline runs end to end; `recommend` stays `none` and `contextlift policy` writes no rule from it. "
+            "Run `--profile full` for a verdict.",
+            "",
+        ]
+    lines += [
         "per task and variant, the strategy with the highest lift over `none` over all sizes (the `all` rows of "
-        "each lift table; equal lifts go to the higher lower bound), and whether its bootstrap 95% interval "
-        "excludes zero: `recommend` is what `contextlift policy` would write for it. The best of several "
-        "strategies is picked after the fact, which favours a lucky one: an interval that only just excludes "
-        "zero is weak evidence (no correction for multiple comparisons)",
+        "each lift table; equal lifts go to the higher lower bound). A lift holds when it is above zero, at least "
+        f"{MIN_DISCORDANT} pairs differ (wins + losses), and the exact paired test (McNemar's for right/wrong "
+        f"answers) stays below p = {ALPHA} after Holm's correction over the pipelines compared in the regime "
+        "(`p (Holm)`; the family size follows the slash). `recommend` is the highest lift that holds: what "
+        "`contextlift policy` would write. `detectable` is the smallest lift the run could have found with 80% "
+        'power at its n and `none`\'s accuracy: with no verdict, read "no lift larger than that"',
         "",
-        "| task | variant | recommend | best | lift | 95% CI | n | calls x | latency x | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | variant | recommend | best | lift | 95% CI | wins/losses | p (Holm) | n | detectable | "
+        "calls x | latency x | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ordered = sorted(
         rows, key=lambda r: (not r.get("rankable", True), r["task"], r["variant"] != "standard", r["variant"])
     )
     for row in ordered:
         spent = cost.get((row["task"], row["strategy"]), {})
-        recommend = f"`{row['strategy']}`" if row["verdict"] == "significant" else "`none`"
+        chosen = None if smoke else row.get("recommend")
+        recommend = f"`{chosen}`" if chosen else "`none`"
         verdict = (
             _verdict_cell(row)
             if row.get("rankable", True)
@@ -90,10 +136,24 @@ def best_pipeline_section(rows: list[dict[str, Any]], costs: Sequence[dict[str, 
         )
         lines.append(
             f"| {row['task']} | {row['variant']} | {recommend} | {_best_cell(row)} | {row['value']:+.3f} | "
-            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row['n']} | {_times(spent.get('calls_vs_none'))} | "
+            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {_counts(row)} | {_p_cell(row)} | {row['n']} | "
+            f"{_detectable(row.get('detectable'))} | {_times(spent.get('calls_vs_none'))} | "
             f"{_times(spent.get('p50_s_vs_none'))} | {verdict} |"
         )
     return [*lines, ""]
+
+
+def _counts(row: dict[str, Any]) -> str:
+    return "-" if row.get("wins") is None else f"{row['wins']}/{row['losses']}"
+
+
+def _p_cell(row: dict[str, Any]) -> str:
+    p = row.get("p_holm")
+    return "-" if p is None else f"{p:.2g} /{row.get('family', 1)}"
+
+
+def _detectable(value: float | None) -> str:
+    return "none" if value is None else f"{value:+.3f}"
 
 
 def _times(value: Any) -> str:
@@ -113,9 +173,11 @@ def _ties(row: dict[str, Any]) -> str:
 def _verdict_cell(row: dict[str, Any]) -> str:
     others = [s for s in row["above_zero"] if s != row["strategy"]]
     if row["verdict"] == "significant":
-        return "significant: the interval excludes zero"
+        return "significant: holds after Holm's correction"
     if row["verdict"] == "not significant" and others:
         return f"not significant; significant with a smaller lift: {_names(others)}"
+    if row["verdict"] == "not significant" and (row.get("wins") or 0) + (row.get("losses") or 0) < MIN_DISCORDANT:
+        return f"not significant: fewer than {MIN_DISCORDANT} pairs differ"
     below = row["below_zero"]
     if row["verdict"] == "no lift" and below:
         return f"no strategy lifts; {_names(below)} significantly below `none`"

@@ -1,6 +1,7 @@
 """The report's figures (PNG, matplotlib without a display): accuracy against gold position, one line per
-strategy with the closed-book and oracle baselines dashed (Lost in the Middle's Figure 1), and a depth x
-context-size heatmap per strategy where a task varies both."""
+strategy with each point's 95% interval (Wilson's for right/wrong answers) as an error bar and the closed-book
+and oracle baselines dashed (Lost in the Middle's Figure 1), and a depth x context-size heatmap per strategy
+where a task varies both."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 BASELINE_VARIANTS = ("closed-book", "oracle")
+DODGE = 0.012
+"""Each strategy's points are shifted sideways by this share of the position axis, so error bars at the same
+position stay apart."""
 TITLE_WIDTH = 40
 """Characters per line of a heatmap's strategy title: at 9 points, 40 fit over the axes of a 4-inch column."""
 
@@ -67,19 +71,33 @@ def _position_plot(
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=110)
-    for strategy in _strategies(cells, order):
+    strategies = _strategies(cells, order)
+    all_positions = [a["position"] for a in cells if a["position"] is not None]
+    span = (max(all_positions) - min(all_positions)) if all_positions else 0
+    for i, strategy in enumerate(strategies):
         points = sorted(
-            (a["position"], a["value"]) for a in cells if a["strategy"] == strategy and a["position"] is not None
+            (a["position"], a["value"], *_interval(a))
+            for a in cells
+            if a["strategy"] == strategy and a["position"] is not None
         )
         if points:
-            axes.plot([p for p, _ in points], [v for _, v in points], marker="o", label=strategy)
+            shift = (i - (len(strategies) - 1) / 2) * DODGE * span
+            axes.errorbar(
+                [p + shift for p, *_ in points],
+                [v for _, v, _, _ in points],
+                yerr=[[v - low for _, v, low, _ in points], [high - v for _, v, _, high in points]],
+                marker="o",
+                capsize=2,
+                elinewidth=0.8,
+                label=strategy,
+            )
     for variant, colour in zip(BASELINE_VARIANTS, ("grey", "black"), strict=True):
         values = [a["value"] for a in baselines if a["variant"] == variant]
         if values:
             axes.axhline(sum(values) / len(values), linestyle="--", color=colour, label=variant)
     axes.set_xticks(sorted({a["position"] for a in cells if a["position"] is not None}))
     axes.set_xlabel(meta.get("position_unit", "position"))
-    axes.set_ylabel("accuracy")
+    axes.set_ylabel("accuracy (bars: 95% interval)")
     axes.set_ylim(-0.02, 1.02)
     axes.set_title(title, fontsize=10)
     axes.grid(alpha=0.3)
@@ -87,6 +105,15 @@ def _position_plot(
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+def _interval(cell: dict[str, Any]) -> tuple[float, float]:
+    """The cell's 95% interval, clipped to hold its value (a cell written without one gets a zero-length bar)."""
+    value = float(cell["value"])
+    low, high = cell.get("ci95") or (value, value)
+    low = value if low is None or math.isnan(low) else min(low, value)
+    high = value if high is None or math.isnan(high) else max(high, value)
+    return low, high
 
 
 def _heatmaps(

@@ -1,6 +1,8 @@
 """A policy for `auto`, written from eval reports: per model and prompt shape, the pipeline with the best
-measured lift whose 95% interval excludes zero in some regime and goes below zero in none, within the
-operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a comment saying why.
+measured lift that holds in some regime and is significantly below `none` in none, by the report's own rule
+(eval.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction over the
+regime's pipelines), within the operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a
+comment saying why. A smoke-test report (the quick profile) yields no rule.
 
 The file is written as text rather than through a TOML writer: its comments, which carry the reasoning next to
 each rule, are the point, and TOML writers drop comments. It is read back through the proxy's own schema before
@@ -16,6 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from eval.best_pipeline import SMOKE_PROFILES, harmful, significant
+from eval.stats import ALPHA, MIN_DISCORDANT
 
 SHAPE_FORMATS = {
     "paper": "litm",
@@ -95,6 +100,12 @@ def _rules(
     report: Path, results: dict[str, Any], run: dict[str, Any], ceiling: CostCeiling, ids: set[str]
 ) -> list[str]:
     model = str(run.get("model") or "*")
+    if str(run.get("profile", "")) in SMOKE_PROFILES:
+        return [
+            "",
+            f"# {report.name}: a smoke test (profile {run['profile']}, too few cases per cell to act on), so no rule",
+            "# comes from it. Run the eval with --profile full for evidence.",
+        ]
     # run.json has no date of its own: the results' file time is when the report was written.
     date = datetime.fromtimestamp((report / "results.json").stat().st_mtime, UTC).date().isoformat()
     costs = {(c["task"], c["strategy"]): c for c in results.get("cost", [])}
@@ -112,16 +123,19 @@ def _rules(
         if fmt is None:
             continue
         qualified = [
-            (sum(r["value"] for r in rows) / len(rows), strategy, max(rows, key=lambda r: r["ci95"][0]))
+            (
+                sum(r["value"] for r in rows) / len(rows),
+                strategy,
+                min((r for r in rows if significant(r)), key=lambda r: (r.get("p_holm", 1.0), -r["value"])),
+            )
             for strategy, rows in by_strategy.items()
-            if any(r["ci95"][0] > 0 for r in rows)
-            and all(r["ci95"][1] >= 0 for r in rows)
+            if any(significant(r) for r in rows)
+            and not any(harmful(r) for r in rows)
             and ceiling.allows(costs.get((task, strategy)))
         ]
         out.append("")
         if not qualified:
-            out.append(f"# {task} ({shape} prompts, detected as {fmt}) on {model}: no pipeline's lift excludes zero")
-            out.append("# within the cost ceiling, so auto applies none to these requests.")
+            out += _no_rule(task, shape, fmt, model, by_strategy)
             continue
         mean, strategy, row = max(qualified, key=lambda q: (q[0], q[2]["ci95"][0]))
         rule_id = _unique(f"{model}-{task}-{fmt}", ids)
@@ -144,6 +158,9 @@ def _rules(
                     f"lift = {row['value']:.4f}",
                     f"ci95 = [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
                     f"n = {int(row['n'])}",
+                    f"test = {json.dumps(row.get('test', 'mcnemar-exact'))}",
+                    f"p = {float(row.get('p_holm', row.get('p', 1.0))):.3g}",
+                    f"correction = {json.dumps('holm/' + str(int(row.get('family', 1))))}",
                     f"report = {json.dumps(str(report))}",
                     f"date = {json.dumps(date)}",
                 ]
@@ -151,6 +168,24 @@ def _rules(
             + " }",
         ]
     return out
+
+
+def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The comment left where a rule would go: why no pipeline qualified, with the closest candidate's figures."""
+    rows = [r for rows in by_strategy.values() for r in rows]
+    closest = min(rows, key=lambda r: (r.get("p_holm", 1.0), -r["value"]), default=None)
+    lines = [
+        f"# {task} ({shape} prompts, detected as {fmt}) on {model}: no rule. No pipeline's lift holds (above zero,",
+        f"# at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}) without a significant",
+        "# loss in another regime, within the cost ceiling, so auto applies none to these requests.",
+    ]
+    if closest is not None:
+        lines.append(
+            f"# Closest: {closest['strategy']} ({closest['variant']}) lift {closest['value']:+.3f}, "
+            f"wins/losses {closest.get('wins', '-')}/{closest.get('losses', '-')}, "
+            f"p (Holm) {float(closest.get('p_holm', closest.get('p', 1.0))):.2g}, n {closest['n']}."
+        )
+    return lines
 
 
 def _unique(name: str, ids: set[str]) -> str:

@@ -30,11 +30,14 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
         f"- strategies: {', '.join(f'`{s}`' for s in info['strategies'])}",
         f"- profile `{info['profile']}`, seed {info['seed']}",
         "- accuracy is `value ± stderr` (n per cell in `results.json`); lifts are paired against `none` on the "
-        "same cases, with a bootstrap 95% interval in brackets",
+        "same cases: wins and losses are the pairs where the strategy alone, or `none` alone, scored higher; "
+        "`p` is the exact two-sided test on them (McNemar's for right/wrong answers, the sign test otherwise) and "
+        "`p (Holm)` the same after Holm's correction over the strategies of the regime; the 95% interval is "
+        "Newcombe's for right/wrong answers, a paired bootstrap otherwise",
         "",
     ]
     # The verdict first: what to switch on is what a reader opens the report for; the notes on data come after.
-    lines += best_pipeline_section(data["best_pipeline"], data["cost"])
+    lines += best_pipeline_section(data["best_pipeline"], data["cost"], str(info.get("profile", "")))
     lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
     accuracy = data["accuracy"]
     for task in order_of(a["task"] for a in accuracy):
@@ -84,8 +87,10 @@ def _lift_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequenc
     lines = [
         "### Lift over `none`",
         "",
-        "| variant | strategy | " + meta.get("size_unit", "size") + " | lift | 95% CI | n |",
-        "|---|---|---|---|---|---|",
+        "| variant | strategy | "
+        + meta.get("size_unit", "size")
+        + " | lift | 95% CI | wins/losses | p | p (Holm) | n |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(
         rows, key=lambda r: (r["variant"], _rank(r["strategy"], order), r["size"] is None, r["size"] or 0)
@@ -93,7 +98,8 @@ def _lift_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequenc
         size = "all" if row["size"] is None else row["size"]
         lines.append(
             f"| {row['variant']} | {row['strategy']} | {size} | {row['value']:+.3f} | "
-            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row['n']} |"
+            f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row.get('wins', '-')}/{row.get('losses', '-')} | "
+            f"{_p(row.get('p'))} | {_p(row.get('p_holm'))} | {row['n']} |"
         )
     return [*lines, ""]
 
@@ -135,6 +141,10 @@ def _cost_table(rows: list[dict[str, Any]], order: Sequence[str]) -> list[str]:
             f"{_num(row['p95_s_vs_none'], 2)} | {_num(row['fallback_share'], 2)} | {row['errors']} |"
         )
     return [*lines, ""]
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
 
 
 def _pm(cell: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from eval.best_pipeline import best_pipelines
 from eval.cases import Sample
 from eval.effective_length import effective_lengths
-from eval.stats import Estimate, estimate, gap_recovered, paired_bootstrap, percentile
+from eval.stats import Estimate, PairedLift, detectable_lift, estimate, gap_recovered, holm, paired_lift, percentile
 
 BASELINE = "none"
 
@@ -87,7 +87,11 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
 
 
 def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
-    """Each strategy against `none` on the same cases, per task x variant x size and over all sizes."""
+    """Each strategy against `none` on the same cases, per task x variant x size and over all sizes.
+
+    Each row carries the exact paired test (`wins`, `losses`, `p`), its p-value after Holm's correction over the
+    strategies compared in the same task x variant x size (`p_holm`, `family`), the baseline's accuracy on the
+    pairs and the smallest lift the pairs could detect (`detectable`)."""
     rows = []
     # An answer scored by agreement with a reference answer (a replay's served one) is not scored for being right:
     # a lift over `none` on it means nothing, and the verdict must not read one.
@@ -110,11 +114,34 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                     if s.case in base and (size is None or s.size == size)
                 ]
                 if pairs:
-                    lift = paired_bootstrap([p[0] for p in pairs], [p[1] for p in pairs])
+                    lift = paired_lift([p[0] for p in pairs], [p[1] for p in pairs])
+                    baseline = sum(p[1] for p in pairs) / len(pairs)
                     rows.append(
-                        {"task": task, "variant": variant, "size": size, "strategy": strategy, **_estimate_dict(lift)}
+                        {
+                            "task": task,
+                            "variant": variant,
+                            "size": size,
+                            "strategy": strategy,
+                            **_lift_dict(lift),
+                            "baseline": baseline,
+                        }
                     )
+    for family in _group_rows(rows, "task", "variant", "size").values():
+        # McNemar's power rests on how many pairs differ: the regime's observed share, over its pipelines.
+        discordant = sum((r["wins"] + r["losses"]) / r["n"] for r in family) / len(family)
+        for row, adjusted in zip(family, holm([r["p"] for r in family]), strict=True):
+            row["p_holm"] = adjusted
+            row["family"] = len(family)
+            row["discordant"] = discordant
+            row["detectable"] = detectable_lift(row["n"], row["baseline"], len(family), discordant)
     return rows
+
+
+def _group_rows(rows: Iterable[dict[str, Any]], *fields: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[tuple(row[f] for f in fields)].append(row)
+    return groups
 
 
 def gaps(samples: Sequence[Sample]) -> list[dict[str, Any]]:
@@ -191,6 +218,20 @@ def _ratio(value: float, base: float) -> float:
 
 def _estimate_dict(value: Estimate) -> dict[str, Any]:
     return {"value": value.value, "n": value.n, "stderr": value.stderr, "ci95": [value.low, value.high]}
+
+
+def _lift_dict(lift: PairedLift) -> dict[str, Any]:
+    return {
+        "value": lift.value,
+        "n": lift.n,
+        "stderr": lift.stderr,
+        "ci95": [lift.low, lift.high],
+        "interval": lift.interval,
+        "wins": lift.wins,
+        "losses": lift.losses,
+        "test": lift.test,
+        "p": lift.p,
+    }
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:

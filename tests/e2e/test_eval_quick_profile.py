@@ -94,10 +94,10 @@ def test_a_proxy_loads_the_written_policy_and_auto_applies_it(report: Path, tmp_
 
     policy = report / "policy.toml"
     rules = re.findall(r'^strategy = "(.*)"$', policy.read_text(), re.M)
-    results = json.loads((report / "results.json").read_text())
-    recommended = [r for r in results["best_pipeline"] if r["task"] == "litm-qa" and r["verdict"] == "significant"]
-    # One sample per position cannot make a lift significant: the report recommends nothing, the policy agrees.
-    assert [r["strategy"] for r in recommended] == rules
+    # The quick profile is a smoke test: its report says so, and it never yields a rule, whatever it measured.
+    assert "**Smoke test**" in (report / "report.md").read_text()
+    assert rules == []
+    assert "a smoke test" in policy.read_text()
     with serving(tmp_path / "serve.log", policy_file=str(policy)) as url:
         body = {"model": "smollm2", "messages": MESSAGES, "max_tokens": 8}
         response = httpx.post(
