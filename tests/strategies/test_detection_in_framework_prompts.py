@@ -1,7 +1,7 @@
 """Detection in the prompts real frameworks send (fixtures built by LangChain, LlamaIndex, DSPy and the openai
 SDK themselves, `framework_prompts.py`): every document found, in order; the question intact; the body rendered
 back byte for byte; and with `reorder; order=descending` and the real all-MiniLM-L6-v2, the relevant document
-first and the question where it was."""
+first and the question where it was. Skipped without Lost in the Middle's oracle file (tests/benchmark_data.py)."""
 
 from __future__ import annotations
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from strategies import DocumentFormat, parse_request
+from tests.benchmark_data import LITM_KV_75, data_file
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 INSTRUCTION = (
     "Write a high-quality answer for the given question using only the provided search results "
     "(some of which might be irrelevant)."
@@ -74,8 +73,7 @@ def test_markdown_headed_blocks_with_titles() -> None:
 
 
 def test_json_key_value_records_from_the_paper_file() -> None:
-    path = SHARED / "litm" / "kv-retrieval-75_keys.jsonl.gz"
-    with gzip.open(path, "rt") as handle:
+    with gzip.open(data_file(LITM_KV_75), "rt") as handle:
         example = json.loads(handle.readline())
     records = example["ordered_kv_records"]
     # The paper's rendering: one pair per line inside a JSON object.

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from strategies import SentenceTransformerEmbedder
 from strategies.embedder import CPU_BATCH, GPU_BATCH, MAX_EMBEDDED_CHARS
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+from tests.benchmark_data import HUMANEVAL, SQUAD, data_file
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +40,8 @@ def test_repeated_texts_come_from_the_cache_and_it_stays_bounded(embedder: Sente
 
 
 def real_texts() -> dict[str, str]:
-    squad = json.loads((SHARED / "squad" / "squad-v2.0-dev.json").read_text())
-    with gzip.open(SHARED / "humaneval" / "HumanEval.jsonl.gz", "rt") as handle:
+    squad = json.loads(data_file(SQUAD).read_text())
+    with gzip.open(data_file(HUMANEVAL), "rt") as handle:
         code = [json.loads(line) for line in handle]
     return {
         "prose": "\n\n".join(p["context"] for a in squad["data"][:20] for p in a["paragraphs"]),

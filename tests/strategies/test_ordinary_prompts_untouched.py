@@ -1,7 +1,8 @@
 """Ordinary chat requests hold no documents: detection finds none in any of them and the body comes back unchanged.
 
-The corpus (`ordinary_prompts.py`) is built from GSM8K, HumanEval and SQuAD in `../shared/data` and from seeded
-generators of everyday prompts: chit-chat, JSON tool results, markdown notes, configs, stack traces and the like.
+The corpus (`ordinary_prompts.py`) is built from GSM8K, HumanEval and SQuAD (`tests/benchmark_data.py` finds them;
+without them this module is skipped) and from seeded generators of everyday prompts: chit-chat, JSON tool results,
+markdown notes, configs, stack traces and the like.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from strategies import build_registry, parse_request, parse_selection, run_pipel
 from strategies.pipeline import Services
 from strategies.recite import recited_evidence
 from tests.fakes import FakeEmbedder
-from tests.strategies.framework_prompts import RELEVANT, framework_prompts
+from tests.strategies.framework_prompts import RELEVANT, SHAPE_NAMES, framework_prompts
 from tests.strategies.scripted import ScriptedUpstream
 from tests.strategies.test_executor_prompts import BODY
 
@@ -95,9 +95,10 @@ def test_a_miss_reports_how_close_its_best_line_came() -> None:
     assert found.failure == "unmatched-recitation; lines=1; best-containment=0.17"
 
 
-@pytest.mark.parametrize("prompt", framework_prompts(), ids=lambda p: p.name)
-async def test_a_verbatim_recitation_in_each_frameworks_rendering_is_evidence(prompt: Any) -> None:
+@pytest.mark.parametrize("name", SHAPE_NAMES)
+async def test_a_verbatim_recitation_in_each_frameworks_rendering_is_evidence(name: str) -> None:
     """The relevant document copied exactly as the recitation prompt showed it, in every real app's shape."""
+    (prompt,) = [p for p in framework_prompts() if p.name == name]  # skipped without the data file
     request = parse_request(prompt.body)
     shown = request.documents_text()
     relevant = request.documents[RELEVANT]
