@@ -75,7 +75,8 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
         print(f"contextlift shadow-report: {error}", file=sys.stderr)
         return 2
     share = summary["position_sensitive"]
-    print(f"{summary['requests']} requests; position-sensitive {share.value:.3f} [{share.low:.3f}, {share.high:.3f}]")
+    print(f"{summary['requests']} requests; position-sensitive {share.value:.3f} [{share.low:.3f}, {share.high:.3f}]"
+          f"; {summary['skipped']} malformed lines skipped")  # fmt: skip
     print(f"report: {args.out / 'report.md'}")
     return 0
 

@@ -26,7 +26,7 @@ from eval.cases import Case, Sample, TaskInfo
 from eval.litm import Passage, place, qa_prompt
 from eval.metrics import normalize_answer
 from eval.results import AGREEMENT_METRIC
-from eval.shadow_report import sink_records
+from eval.shadow_report import read_sink
 from eval.swim import generate_items
 from eval.tasks import Ask
 from strategies import DocumentLimitError, parse_request
@@ -50,29 +50,42 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
     Raises:
         ValueError: the file holds no captured request.
     """
-    records = [r for r in sink_records(path) if isinstance(r.get("captured"), dict)]
+    read = read_sink(path)
+    records = [r for r in read.records if isinstance(r.get("captured"), dict)]
     if not records:
-        raise ValueError(f"{path}: no captured requests (set CONTEXTLIFT_SHADOW_CAPTURE=true to capture them)")
+        raise ValueError(
+            f"{path}: no captured requests (set CONTEXTLIFT_SHADOW_CAPTURE=true to capture them); "
+            f"{read.skipped} malformed lines skipped"
+        )
     cases: list[Case] = []
-    skipped = generated = 0
+    skipped = malformed = generated = 0
     for index, record in enumerate(records[:limit]):
         body, served = record["captured"].get("body"), record["captured"].get("served")
+        if not isinstance(body, dict) or not isinstance(served, str):
+            malformed += 1
+            continue
         try:
-            found = parse_request(body) if isinstance(body, dict) and isinstance(served, str) else None
-        except (DocumentLimitError, ValueError, KeyError, TypeError):
-            found = None
-        if found is None or len(found.documents) < 2:
+            found = parse_request(body)
+            tokens = _max_tokens(body)
+        except (DocumentLimitError, ValueError, KeyError, TypeError, RecursionError):
+            # One record a client shaped oddly (`max_tokens: {"n": 1}`) is counted, never the end of the replay.
+            malformed += 1
+            continue
+        if len(found.documents) < 2:
             skipped += 1
             continue
         name = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         size = len(found.documents)
-        tokens = int(body.get("max_tokens") or MAX_TOKENS)
         order = list(range(size))
         random.Random(f"{seed}:{name}").shuffle(order)
         if order[0] == 0:
             # The first place is where models read best: a permutation that leaves it alone tests too little.
             order = order[1:] + order[:1]
-        permuted = found.with_documents([found.documents[i] for i in order]).render()
+        try:
+            permuted = found.with_documents([found.documents[i] for i in order]).render()
+        except (ValueError, KeyError, TypeError):
+            malformed += 1
+            continue
         for variant, sent in (("as-captured", body), ("permuted", permuted)):
             cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), AGREEMENT_METRIC,
                               tokens, body=sent))  # fmt: skip
@@ -92,9 +105,25 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
                               "best_subspan_em", 64))  # fmt: skip
     notes = [
         f"replay: {len(records[:limit])} captured requests from {path.name}; {skipped} skipped (fewer than two "
-        f"documents found); {generated} gave a generated question for the positional test"
+        f"documents found); {malformed + read.skipped} malformed records skipped ({read.skipped} lines that are "
+        f"not records, {malformed} captured requests that cannot be replayed); {generated} gave a generated "
+        "question for the positional test"
     ]
     return cases, notes
+
+
+def _max_tokens(body: dict[str, object]) -> int:
+    """The captured request's `max_tokens`, or `MAX_TOKENS` where it set none.
+
+    Raises:
+        ValueError: a value that is not a positive whole number (a client's `{"n": 1}`, `"64"`, `true`).
+    """
+    value = body.get("max_tokens")
+    if value is None:
+        return MAX_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_tokens {value!r:.40} is not a positive integer")
+    return value
 
 
 def stability_section(samples: Sequence[Sample]) -> list[str]:

@@ -9,30 +9,74 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from eval.html import render_html
 from eval.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
 
-def sink_records(path: Path) -> list[dict[str, Any]]:
-    """Every record of the sink and its rotated files, oldest first; lines that do not parse are skipped."""
+class _Row(BaseModel):
+    """What the report reads of a candidate's row; anything else in it is left alone."""
+
+    strategy: str
+    agrees: bool
+    exact: bool
+    error: str | None = None
+    calls: float
+    tokens: float
+    seconds: float
+
+
+class _Record(BaseModel):
+    """What the report reads of a record: a line that does not fit is skipped and counted, never a traceback."""
+
+    candidates: list[_Row]
+    position_sensitive: bool | None = None
+    time: str = ""
+    calls: float = 0.0
+    tokens: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRead:
+    records: list[dict[str, Any]]
+    """Every well-formed record, oldest first, as written (a replay reads its `captured` part too)."""
+    skipped: int
+    """Lines that are not a record the report can read: torn, not JSON, not of a record's shape."""
+
+
+def read_sink(path: Path) -> SinkRead:
+    """The records of the sink and its rotated files, oldest first. Lines are split on `\\n` only (a record's
+    text can hold U+2028, U+2029 or U+0085, which `str.splitlines` also splits on), each decoded on its own, so a
+    torn byte or a malformed line costs that line only."""
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
     from proxy.shadow_sink import sink_files
 
-    records = []
+    records, skipped = [], 0
     for file in sink_files(path):
-        for line in file.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
+        for line in file.read_bytes().split(b"\n"):
+            if not line.strip():
                 continue
-            if isinstance(record, dict) and isinstance(record.get("candidates"), list):
-                records.append(record)
-    return records
+            try:
+                record = json.loads(line.decode("utf-8"))
+                read = _Record.model_validate(record)
+            except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, ValidationError
+                skipped += 1
+                continue
+            # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
+            records.append({**record, **read.model_dump()})
+    return SinkRead(records, skipped)
+
+
+def sink_records(path: Path) -> list[dict[str, Any]]:
+    """Every record of the sink and its rotated files, oldest first; lines that are not records are skipped."""
+    return read_sink(path).records
 
 
 def ratio_estimate(values: Sequence[float], seed: int = 0) -> Estimate:
@@ -83,15 +127,17 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def render_markdown(records: Sequence[dict[str, Any]], source: Path) -> str:
+def render_markdown(records: Sequence[dict[str, Any]], source: Path, skipped: int = 0) -> str:
     summary = summarise(records)
     times = sorted(str(r.get("time", "")) for r in records)
     span = f"{times[0]} to {times[-1]}" if times else "no records"
     lines = [
         "# Shadow evaluation",
         "",
-        f"{summary['requests']} sampled requests from `{source.name}`, {span}. Without ground truth: an answer "
-        "*agrees* when it equals the served one after normalisation or its embedding is within cosine 0.75 of it.",
+        f"{summary['requests']} sampled requests from `{source.name}`, {span}"
+        + (f"; {skipped} malformed lines skipped" if skipped else "")
+        + ". Without ground truth: an answer *agrees* when it equals the served one after normalisation or its "
+        "embedding is within cosine 0.75 of it.",
         "",
         "## Position sensitivity",
         "",
@@ -129,14 +175,14 @@ def write_shadow_report(sink: Path, out: Path) -> dict[str, Any]:
     Raises:
         ValueError: the sink holds no record.
     """
-    records = sink_records(sink)
-    if not records:
-        raise ValueError(f"no shadow records in {sink} (or its rotated files)")
+    read = read_sink(sink)
+    if not read.records:
+        raise ValueError(f"no shadow records in {sink} (or its rotated files); {read.skipped} malformed lines skipped")
     out.mkdir(parents=True, exist_ok=True)
-    markdown = render_markdown(records, sink)
+    markdown = render_markdown(read.records, sink, read.skipped)
     (out / "report.md").write_text(markdown, encoding="utf-8")
     (out / "report.html").write_text(render_html(markdown, out), encoding="utf-8")
-    return summarise(records)
+    return {**summarise(read.records), "skipped": read.skipped}
 
 
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

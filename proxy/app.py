@@ -87,6 +87,7 @@ def create_app(
         timeout=settings.upstream_timeout,
         connect_timeout=settings.upstream_connect_timeout,
         max_connections=settings.upstream_max_connections,
+        pool_wait=settings.upstream_pool_wait,
         retry=RetryPolicy(
             max_retries=settings.max_retries,
             backoff=settings.retry_backoff,
@@ -192,6 +193,11 @@ def _shadow(
         transport=transport or build_transport(settings.upstream_transport, settings.shadow_max_in_flight),
     )
     sink = ShadowSink(settings.shadow_sink, settings.shadow_sink_max_bytes) if settings.shadow_sink else None
+    # Without an operator key a shadow call carries the client's own credentials: the operator's evaluation
+    # billed to the client (about four calls per sample), unless the operator says so.
+    may_call = key is not None or settings.shadow_use_client_key
+    if not may_call:
+        log.warning("shadow evaluation samples nothing: no upstream_api_key, and shadow_use_client_key is off")
     return Shadow(
         rate=settings.shadow_rate,
         candidates=candidates,
@@ -205,7 +211,10 @@ def _shadow(
         capture=settings.shadow_capture,
         redact=settings.shadow_capture_redact,
         embedder_ready=state.embedder_ready.is_set,
-        detect=lambda body: parse_request(body, limits=state.document_limits, declared=state.declared_formats),
+        detect=lambda body, shape: parse_request(
+            body, limits=state.document_limits, declared=state.declared_formats, shape=shape
+        ),
+        may_call=may_call,
     )
 
 
@@ -233,34 +242,50 @@ class ProxyApp(Litestar):
 
 async def _watch_policy(state: ProxyState) -> None:
     """Re-read the policy file on SIGHUP and when its modification time changes (checked every
-    `policy_poll_seconds`); a file that does not validate leaves the policy in force."""
+    `policy_poll_seconds`); a file that does not validate leaves the policy in force. The file is read and parsed
+    in a worker thread (a large or deep one costs seconds of CPU), and nothing a file holds ends the watcher: once
+    it ended, SIGHUP would be back to its default, which ends the process."""
     loop = asyncio.get_running_loop()
     hangup = asyncio.Event()
     # Not possible off the main thread (an app under test) or without SIGHUP: the file's time still counts.
+    installed = False
     with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
         loop.add_signal_handler(signal.SIGHUP, hangup.set)
+        installed = True
     path = Path(state.settings.policy_file)
-    seen = _modified(path)
+    seen = await _modified(path)
     try:
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(state.settings.policy_poll_seconds):
                     await hangup.wait()
-            modified = _modified(path)
-            if hangup.is_set() or modified != seen:
-                hangup.clear()
-                seen = modified
-                state.reload_policy()
+            try:
+                modified = await _modified(path)
+                if hangup.is_set() or modified != seen:
+                    hangup.clear()
+                    seen = modified
+                    # Abandoned at shutdown rather than waited for: the thread ends on its own (the file is bounded).
+                    await anyio.to_thread.run_sync(state.reload_policy, abandon_on_cancel=True)
+            except Exception as error:  # reload_policy refuses and logs; this is for what nothing foresaw
+                log.error("policy watcher: reload failed; the policy in force stays", error=f"{type(error).__name__}")
     finally:
-        with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
-            loop.remove_signal_handler(signal.SIGHUP)
+        if installed:
+            with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+                loop.remove_signal_handler(signal.SIGHUP)
+                # Shutting down: a late SIGHUP must not end the process with 129 in the middle of the drain.
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
-def _modified(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return None
+async def _modified(path: Path) -> float | None:
+    """The file's modification time, from a worker thread (a stat on a network file system can block)."""
+
+    def stat() -> float | None:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return None
+
+    return await anyio.to_thread.run_sync(stat, abandon_on_cancel=True)
 
 
 def _freeze_startup_objects(settings: Settings) -> None:

@@ -23,14 +23,31 @@ _STEP = 64 * 1024
 """Most bytes inflated from one step of a compressed body: the memory one step can add."""
 
 
+class Progress:
+    """When a body last made progress as its reader counts it: a stream's reader marks each complete event, so
+    bytes that complete none (one a second, say) do not hold the stall timer off."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+
+    def mark(self) -> None:
+        self.at = time.monotonic()
+
+
 async def decoded_chunks(
-    response: httpx.Response, *, max_bytes: int, stall_seconds: float, deadline: float
+    response: httpx.Response,
+    *,
+    max_bytes: int,
+    stall_seconds: float,
+    deadline: float,
+    progress: Progress | None = None,
 ) -> AsyncIterator[bytes]:
     """The response body, decompressed, in pieces of at most 64 KiB.
 
     Args:
         max_bytes: most decoded bytes; past them, `UpstreamBodyTooLarge`.
-        stall_seconds: longest silence between two raw chunks; past it, `UpstreamTimeout`.
+        stall_seconds: longest time without progress; past it, `UpstreamTimeout`. Progress is each raw chunk,
+            or, given `progress`, whatever its owner marks.
         deadline: `time.monotonic()` by which the whole body must be in; past it, `UpstreamTimeout`.
     """
     if response.is_stream_consumed:
@@ -44,8 +61,11 @@ async def decoded_chunks(
     inflate = _inflater(response.headers.get("content-encoding", ""))
     raw = aiter(response.aiter_raw())
     total = 0
+    by_chunk = progress is None
+    clock = Progress() if progress is None else progress
     while True:
-        wait = min(stall_seconds, deadline - time.monotonic())
+        now = time.monotonic()
+        wait = min(clock.at + stall_seconds - now, deadline - now)
         try:
             if wait <= 0:
                 raise TimeoutError
@@ -54,7 +74,9 @@ async def decoded_chunks(
         except StopAsyncIteration:
             break
         except TimeoutError:
-            raise UpstreamTimeout(_timeout_message(stall_seconds, deadline)) from None
+            raise UpstreamTimeout(_timeout_message(stall_seconds, deadline, by_chunk)) from None
+        if by_chunk:
+            clock.mark()
         for piece in _pieces(inflate, chunk):
             total += len(piece)
             if total > max_bytes:
@@ -110,7 +132,9 @@ def _pieces(inflate: zlib._Decompress | None, chunk: bytes) -> Iterator[bytes]:
         data = inflate.unconsumed_tail
 
 
-def _timeout_message(stall_seconds: float, deadline: float) -> str:
+def _timeout_message(stall_seconds: float, deadline: float, by_chunk: bool) -> str:
     if time.monotonic() >= deadline:
         return "upstream answer did not complete within the upstream deadline"
+    if not by_chunk:
+        return f"upstream stream stalled: no complete event for {stall_seconds:g} s"
     return f"upstream answer stalled: nothing for {stall_seconds:g} s"

@@ -77,7 +77,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.requested = pipeline
     _check_choices(pipeline, chat)
     if state.shadow is not None and state.shadow.sampled():
-        record.shadow = _shadow_case(request, raw, body, chat, pipeline, state)
+        shape = None if isinstance(selection, Auto) else pipeline.shape
+        record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
     if pipeline.needs_embedder:
         await _embedder_ready(state)
     upstream = RequestUpstream(
@@ -150,21 +151,20 @@ def _shadow_case(
     request: Request[Any, Any, Any],
     raw: bytes,
     body: dict[str, Any],
-    chat: ChatRequest,
+    shape: str | None,
     pipeline: Pipeline,
     state: ProxyState,
 ) -> ShadowCase | None:
     """What shadow evaluation keeps of a sampled request, or None when it does not sample it: a body past
     `shadow_max_body_bytes` (the queue holds bodies outside the memory budget), or one asking for several
-    choices. Nothing here reads the prompt: a request served with `none` has its documents found by the shadow
-    worker, after the response."""
+    choices. Nothing here reads the prompt: the shadow worker parses the body's bytes again and finds its
+    documents, after the response (a queued case costs its body's size, not its parsed objects')."""
     if len(raw) > state.settings.shadow_max_body_bytes or body.get("n") not in (None, 1):
         return None
     model = body.get("model")
     return ShadowCase(
-        body, pipeline, dict(request.headers), request.url.query, model if isinstance(model, str) else None,
-        detected=chat if chat.documents else None,
-    )  # fmt: skip
+        raw, pipeline, dict(request.headers), request.url.query, model if isinstance(model, str) else None, shape
+    )
 
 
 async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:

@@ -23,7 +23,9 @@ and `code`; `error_response` turns any of them into the OpenAI envelope
         ├── UpstreamUnreachable      502 upstream_error / upstream_unreachable
         ├── UpstreamProtocolError    502 upstream_error / upstream_protocol_error
         │   ├── UpstreamConnectionLost  502 ... / upstream_connection_lost
-        │   └── UpstreamBodyTooLarge    502 ... / upstream_body_too_large (decoded bytes)
+        │   │   └── UpstreamAnswerCutOff   502 ... / upstream_connection_lost (mid-answer: never retried)
+        │   ├── UpstreamBodyTooLarge    502 ... / upstream_body_too_large (decoded bytes)
+        │   └── UpstreamRedirected      502 ... / upstream_redirect (never followed nor relayed)
         ├── UpstreamPoolExhausted    503 server_error / upstream_pool_exhausted (a wait inside the proxy)
         ├── UpstreamTimeout          504 upstream_error / upstream_timeout
         ├── CallBudgetExhausted      502 upstream_error / call_budget_exhausted
@@ -170,6 +172,18 @@ class UpstreamConnectionLost(UpstreamProtocolError):
     """The connection broke (reset, closed early) before or while the upstream answered."""
 
     code = "upstream_connection_lost"
+
+
+class UpstreamAnswerCutOff(UpstreamConnectionLost):
+    """The connection broke after the upstream had begun its answer: the call was made, and billed, and what
+    broke it (the prompt, the answer) would most likely break the next attempt at the same point."""
+
+
+class UpstreamRedirected(UpstreamProtocolError):
+    """The upstream answered a 3xx redirect. Following it would send the operator's key to another host, and
+    relaying it would let the client's SDK send the prompt there, around the proxy."""
+
+    code = "upstream_redirect"
 
 
 class UpstreamBodyTooLarge(UpstreamProtocolError):

@@ -7,11 +7,45 @@ success bodies alike. Everything the proxy relays, on every route, streamed or n
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 
 REDACTED = b"[redacted]"
 _MIN_KEY = 8
 """Shorter values are not secrets worth the risk of blanking ordinary text that happens to match."""
+CREDENTIAL_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "api-key",  # Azure OpenAI
+        "x-api-key",  # Anthropic, many gateways
+        "ocp-apim-subscription-key",  # Azure API Management
+        "x-goog-api-key",  # Google
+        "x-portkey-api-key",  # Portkey
+        "cookie",
+    }
+)
+"""The one list of the headers a client sends its credentials in (all but `cookie` are forwarded upstream)."""
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|auth|password|cookie", re.IGNORECASE)
+"""Any other header whose name says it holds a credential (`x-my-gateway-token`) is taken as one."""
+
+
+def credential_header(name: str) -> bool:
+    """Whether a header of this name carries a credential: `CREDENTIAL_HEADERS`, or a name that says so."""
+    return name.lower() in CREDENTIAL_HEADERS or _CREDENTIAL_NAME.search(name) is not None
+
+
+def credential_guards(headers: Mapping[str, str]) -> list[KeyGuard]:
+    """A guard per credential in `headers`: each credential header's whole value and, for a value with a scheme
+    (`Bearer sk-...`, `Basic ...`), the part after it."""
+    guards = []
+    for name, value in headers.items():
+        if credential_header(name):
+            guards.append(KeyGuard(value))
+            _, _, credential = value.strip().partition(" ")
+            if credential.strip():
+                guards.append(KeyGuard(credential))
+    return guards
 
 
 class KeyGuard:

@@ -6,17 +6,25 @@ documents, their tokens, the detected format, streaming. Every rule carries the 
 (lift, 95% interval, n, report, date), which the response names in `X-Context-Policy`. A policy is validated
 whole before it replaces the one in force: every pipeline must resolve within the operator's caps, so a rule can
 never raise a request's cost above them. `contextlift policy --example` prints a commented example.
+
+Whatever sits at the policy path is read as untrusted: only a regular file (a FIFO or a device would block the
+reader), at most `max_bytes`, and text that reaches `X-Context-Policy` is printable ASCII (a header value that
+cannot be encoded fails every response that carries it). Reading and parsing are blocking work: the proxy runs
+`load_policy` in a worker thread.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,6 +34,10 @@ AUTO = "auto"
 """The selection that asks for the policy's choice."""
 BUILT_IN = "built-in"
 """`policy_file` value (the default) for the policy shipped with contextlift, measured on the embedded model."""
+MAX_BYTES = 1024 * 1024
+"""Default bound on a policy file (`policy_max_bytes`): a thousand rules with their evidence are ~400 KB."""
+_HEADER_TEXT = r"^[\x20-\x7e]*$"
+"""Printable ASCII: what a header value can carry as it is (no control character, nothing past Latin-1)."""
 
 
 class PolicyError(Exception):
@@ -36,7 +48,11 @@ class Evidence(BaseModel):
     """What a rule was chosen on: the paired lift over `none` and its 95% interval, from one report."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str = Field(max_length=200, description="Names the row of the report the rule came from.")
+    id: str = Field(
+        max_length=200,
+        pattern=_HEADER_TEXT,
+        description="Names the row of the report the rule came from; printable ASCII (it is sent in a header).",
+    )
     lift: float
     ci95: tuple[float, float]
     n: int = Field(ge=1)
@@ -122,23 +138,26 @@ class Policy:
         return Choice(Pipeline(), "none", f"none; reason=no-rule-matched; policy={self.source}")
 
 
-def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline]) -> Policy:
+def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_bytes: int = MAX_BYTES) -> Policy:
     """Read and validate a policy; `resolve` turns a rule's strategy text into a pipeline within the caps.
 
     Raises:
-        PolicyError: unreadable, not TOML, not a policy, or a rule whose pipeline does not resolve.
+        PolicyError: not a regular file, larger than `max_bytes`, unreadable, not TOML (nested past the parser's
+            recursion limit included), not a policy, or a rule whose pipeline does not resolve.
     """
     try:
         if str(path) == BUILT_IN:
             text, source = resources.files("proxy.policies").joinpath("reference.toml").read_text(), BUILT_IN
         else:
-            text, source = Path(path).read_text(encoding="utf-8"), Path(path).name
+            # The file name is the policy's name in `X-Context-Policy`: percent-encoded, any name is a valid header.
+            text, source = _read_regular(Path(path), max_bytes), quote(Path(path).name, safe="")
         parsed = PolicyFile.model_validate(tomllib.loads(text))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
         raise PolicyError(f"policy {path}: {error}") from None
     ids = [rule.id for rule in parsed.rule]
     if len(set(ids)) != len(ids):
         raise PolicyError(f"policy {path}: rule ids repeat")
+    Blocking (file I/O, parsing): call it from a worker thread once the proxy serves.
     rules = []
     for rule in parsed.rule:
         try:
@@ -151,6 +170,8 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline]) -> Po
 def example_policy() -> str:
     """A small valid policy file with comments (`contextlift policy --example`)."""
     return resources.files("proxy.policies").joinpath("example.toml").read_text()
+    except RecursionError:
+        raise PolicyError(f"policy {path}: nested too deep to parse") from None
 
 
 def _matches(rule: Rule, features: RequestFeatures) -> bool:
@@ -163,4 +184,20 @@ def _matches(rule: Rule, features: RequestFeatures) -> bool:
         return False
     if rule.formats is not None and features.format not in rule.formats:
         return False
+def _read_regular(path: Path, max_bytes: int) -> str:
+    """The file's text, if it is a regular file of at most `max_bytes`. Opened without blocking, so a FIFO (or a
+    device) at the path is refused by `fstat` instead of waiting for a writer that never comes."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise PolicyError(f"policy {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise PolicyError(f"policy {path}: {info.st_size} bytes, more than policy_max_bytes ({max_bytes})")
+        data = file.read(max_bytes + 1)  # a file growing after fstat is still bounded
+    if len(data) > max_bytes:
+        raise PolicyError(f"policy {path}: more than policy_max_bytes ({max_bytes})")
+    return data.decode("utf-8")
+
+
     return rule.stream is None or rule.stream == features.stream

@@ -28,7 +28,7 @@ from proxy.errors import (
 from proxy.key_guard import KeyGuard
 from proxy.transport_errors import mapped_transport_errors
 from proxy.upstream import UpstreamClient, Verbatim
-from proxy.upstream_headers import client_retries, error_headers, relayed_headers
+from proxy.upstream_headers import client_retries, error_headers, relayed_headers, requested_retries
 from proxy.upstream_spans import describe_request, describe_response, span_name
 from proxy.upstream_stream import HttpCompletionStream
 from strategies import Completion
@@ -55,10 +55,14 @@ class RequestUpstream:
     ) -> None:
         """The upstream as one client request sees it: carrying that client's forwarded headers, allowed at most
         `budget` upstream calls and `retry_budget` retries among them (none when the client's SDK says it retries
-        itself), its buffered answers charged to `lease`, the client's `query` on every call, and the client's
-        own bytes wherever a call sends the client's body unchanged (`verbatim`). The bodies of a `large`
-        request are serialised in a worker thread, off the event loop. Calls are counted into `ledger` (the
-        request record's)."""
+        itself, and no more than the client's `X-Context-Retries`), its buffered answers charged to `lease`, the
+        client's `query` on every call, and the client's own bytes wherever a call sends the client's body
+        unchanged (`verbatim`). The bodies of a `large` request are serialised in a worker thread, off the event
+        loop. Calls are counted into `ledger` (the request record's).
+
+        Raises:
+            InvalidRequest: the client's `X-Context-Retries` is not a whole number.
+        """
         self._client = client
         self._serialise_off_loop = large
         self._query = query
@@ -66,6 +70,9 @@ class RequestUpstream:
         self._headers = client.forwarded(inbound_headers)
         self._budget = budget
         retries = client.retry.max_retries if retry_budget is None else retry_budget
+        asked = requested_retries(inbound_headers)
+        if asked is not None:
+            retries = min(retries, asked)
         self._retries_left = 0 if client_retries(inbound_headers) else retries
         self._lease = lease
         self.guard = client.guard(self._headers)
@@ -249,7 +256,7 @@ class RelayedCall:
             stall_seconds=limits.stall_seconds,
             deadline=self._deadline,
         )
-        with mapped_transport_errors("in the middle of the body"):
+        with mapped_transport_errors("in the middle of the body", answered=True):
             async for chunk in chunks:
                 yield chunk
 

@@ -3,8 +3,16 @@
 Retried: 429, 500, 502, 503 and 504 answers, refused connections and connections broken before an answer,
 with jittered exponential backoff, at most `max_retries` times. A `Retry-After` (or `retry-after-ms`) within
 `max_retry_after` is honoured instead of the backoff; a longer one is the client's to see at once. Never
-retried: other statuses (the request itself is wrong), timeouts (the deadline is spent), and anything after
-the first byte of a stream reached the client.
+retried: other statuses (the request itself is wrong), timeouts (the deadline is spent), faults the same request
+would meet again (below), and anything after the first byte of a stream reached the client. A client asks for
+fewer retries with `X-Context-Retries` (see `proxy.upstream_headers.requested_retries`).
+
+Deterministic upstream faults, each a 502 at the first attempt:
+- an answer that is not valid HTTP (an unasked 101, more than 256 headers, a head line over 64 KiB): the parser
+  refuses the same bytes every time, and each attempt is a whole call the upstream may bill;
+- a redirect: it would be the same redirect, and it is never followed (see `proxy.upstream`);
+- a connection broken after the answer began (`UpstreamAnswerCutOff`): the upstream accepted the call and spent
+  the tokens; what cut it (the prompt, the answer's size) most likely cuts the next attempt at the same point.
 """
 
 from __future__ import annotations
@@ -16,7 +24,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from proxy.errors import UpstreamConnectionLost, UpstreamError, UpstreamStatusError, UpstreamUnreachable
+from proxy.errors import (
+    UpstreamAnswerCutOff,
+    UpstreamConnectionLost,
+    UpstreamError,
+    UpstreamStatusError,
+    UpstreamUnreachable,
+)
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -42,7 +56,9 @@ class RetryPolicy:
             if after is not None:
                 return after if after <= self.max_retry_after else None
         elif not isinstance(error, UpstreamUnreachable | UpstreamConnectionLost):
-            return None
+            return None  # timeouts, malformed answers and redirects: see the module docstring
+        elif isinstance(error, UpstreamAnswerCutOff):
+            return None  # lost after the answer began: billed, and likely to break the same way again
         ceiling = min(self.max_backoff, self.backoff * float(2 ** (retry - 1)))
         return ceiling * random.uniform(0.5, 1.0)
 

@@ -78,11 +78,19 @@ class Settings(BaseSettings):
         300.0,
         gt=0,
         description="Seconds one upstream attempt may take: the whole of a non-streamed call, or the longest "
-        "silence between two events of a stream. Long, because a long-context prompt can take minutes on CPU.",
+        "wait for a stream's first complete event and between two complete events (bytes that complete no event, "
+        "comments included, do not count). Long, because a long-context prompt can take minutes on CPU.",
     )
     upstream_connect_timeout: float = Field(5.0, gt=0, description="Seconds to open a connection to the upstream.")
     upstream_max_connections: int = Field(
         100, ge=1, description="Size of the upstream connection pool shared by all requests."
+    )
+    upstream_pool_wait: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a call waits inside the proxy for a free upstream connection when all "
+        "upstream_max_connections are busy; then 503 upstream_pool_exhausted with Retry-After. Short: a pool full "
+        "for this long is saturated, and the client's retry (or another replica) is a better wait than minutes here.",
     )
     upstream_transport: Literal["aiohttp", "httpx"] = Field(
         "aiohttp",
@@ -280,8 +288,8 @@ class Settings(BaseSettings):
     shadow_max_body_bytes: int = Field(
         1024 * 1024,
         ge=1024,
-        description="Largest request body shadow evaluation samples: queued bodies are held outside the memory "
-        "budget, so the queue holds at most shadow_queue of these.",
+        description="Largest request body shadow evaluation samples: queued bodies are held, as the bytes they "
+        "came in, outside the memory budget, so the queue holds at most shadow_queue times this.",
     )
     shadow_calls_per_minute: int = Field(
         60, ge=1, description="Most upstream calls shadow evaluation makes per minute; past it, samples are dropped."

@@ -25,7 +25,7 @@ import structlog
 
 from proxy import json_text
 from proxy.errors import UpstreamError
-from proxy.key_guard import KeyGuard
+from proxy.key_guard import credential_guards
 from proxy.metrics import ProxyMetrics
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
@@ -40,7 +40,8 @@ log = structlog.get_logger("contextlift.shadow")
 
 _NOT_FOR_SHADOW = ("stream", "stream_options", "n")
 """A shadow call wants one whole answer to compare."""
-_CLIENT_KEY_HEADERS = ("authorization", "api-key", "x-api-key")
+_STRATEGY_FIELD = "context_strategy"
+"""The body field selecting strategies (`proxy.state.STRATEGY_FIELD`), which serving consumed and never sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,9 @@ class Shadow:
         capture: bool = False,
         redact: Sequence[str] = (),
         embedder_ready: Callable[[], bool] = lambda: True,
-        detect: Callable[[Mapping[str, Any]], ChatRequest] | None = None,
+        detect: Callable[[Mapping[str, Any], str | None], ChatRequest] | None = None,
         seed: int | None = None,
+        may_call: bool = True,
     ) -> None:
         self.rate = rate
         self.candidates = tuple(candidates)
@@ -121,13 +123,20 @@ class Shadow:
         self._embedder_ready = embedder_ready
         self._detect = detect
         self._sampler = random.Random(seed)
+        self._may_call = may_call
         self._tasks: list[asyncio.Task[None]] = []
         self.records = 0
         """Records written (or counted, without a sink) so far."""
 
     def sampled(self) -> bool:
-        """Whether the request now arriving is sampled."""
-        return self.rate > 0 and self._sampler.random() < self.rate
+        """Whether the request now arriving is sampled. Without leave to call (no operator key, and the client's
+        own key not to be spent: `shadow_use_client_key`), a drawn sample is counted as skipped, nothing kept."""
+        if not (self.rate > 0 and self._sampler.random() < self.rate):
+            return False
+        if not self._may_call:
+            self._metrics.shadow_samples.labels("skipped-no-key").inc()
+            return False
+        return True
 
     def submit(self, case: ShadowCase, status: int | None, calls: int, tokens: int, seconds: float) -> None:
         """Queue a served request for evaluation; never blocks, never raises."""
@@ -174,10 +183,11 @@ class Shadow:
                 self._metrics.shadow_pending.dec()
 
     async def _evaluate(self, case: ShadowCase, served_calls: int, served_tokens: int, served_seconds: float) -> None:
-        found = case.detected or await self._documents(case)
+        found = await self._documents(case)
         if found is None or not found.documents:
             self._metrics.shadow_samples.labels("no-documents").inc()
             return
+        body = found.body
         request = replace(found, body={k: v for k, v in found.body.items() if k not in _NOT_FOR_SHADOW})
         orders = _other_orders(len(request.documents), _seed_of(request))
         served_calls_each = case.served.max_upstream_calls()
@@ -200,21 +210,36 @@ class Shadow:
         self._budget.correct(estimate, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
-            self._record, case, request, served_calls, served_tokens, served_seconds, runs, answers, similarities
+            self._record, case, body, request, served_calls, served_tokens, served_seconds, runs, answers, similarities
         )
         self._observe(record, case)
         if self._sink is not None:
-            await anyio.to_thread.run_sync(self._sink.write, record)
+            try:
+                await anyio.to_thread.run_sync(self._sink.write, record)
+            except OSError as error:  # a full disk: said without the record (users' content), and not evaluated
+                self._metrics.shadow_samples.labels("sink-failed").inc()
+                log.warning("shadow record not written", sink=str(self._sink.path), errno=error.errno,
+                            error=type(error).__name__)  # fmt: skip
+                return
         self.records += 1
         self._metrics.shadow_samples.labels("evaluated").inc()
 
     async def _documents(self, case: ShadowCase) -> ChatRequest | None:
-        """The documents of a request served without looking for them, found now, off the event loop."""
+        """The request parsed from its bytes again, its documents found as serving looked for them, off the event
+        loop."""
         if self._detect is None:
             return None
         detect = self._detect
+
+        def parsed() -> ChatRequest | None:
+            body = json_text.loads(case.raw)
+            if not isinstance(body, dict):
+                return None
+            body.pop(_STRATEGY_FIELD, None)
+            return detect(body, case.shape)
+
         try:
-            return await anyio.to_thread.run_sync(lambda: detect(case.body))
+            return await anyio.to_thread.run_sync(parsed)
         except Exception:  # a body detection refuses (over the document limits) is one the shadow skips
             return None
 
@@ -252,6 +277,7 @@ class Shadow:
     def _record(
         self,
         case: ShadowCase,
+        body: Mapping[str, Any],
         request: ChatRequest,
         served_calls: int,
         served_tokens: int,
@@ -283,7 +309,7 @@ class Shadow:
         sensitive = any(not row["agrees"] for row in answered) if control["agrees"] and answered else None
         record: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
-            "request": _digest(json_text.dumps(case.body, compact=True)),
+            "request": _digest(json_text.dumps(body, compact=True)),
             "model": (case.model or "")[:200],
             "documents": len(request.documents),
             "served": case.served.label,
@@ -298,18 +324,19 @@ class Shadow:
         }
         if self._capture:
             # Headers are never written. A key can still be in a body or an answer (a client that pasted it, an
-            # upstream that echoes it): the operator's key and every credential the client sent are blanked.
+            # upstream that echoes it): the operator's key and every credential the client sent (any header
+            # `credential_guards` counts as one) are blanked.
             guards = [self._upstream.guard(self._upstream.forwarded(case.inbound_headers))]
-            guards += [KeyGuard.for_headers(case.inbound_headers, name) for name in _CLIENT_KEY_HEADERS]
+            guards += credential_guards(case.inbound_headers)
 
             def blank(text: str) -> str:
                 for guard in guards:
                     text = guard.blank_text(text)
                 return text
 
-            body = {k: v for k, v in case.body.items() if k not in self._redact}
+            kept = {k: v for k, v in body.items() if k not in self._redact}
             record["captured"] = {
-                "body": json_text.loads(blank(json_text.dumps(body, compact=True))),
+                "body": json_text.loads(blank(json_text.dumps(kept, compact=True))),
                 "served": blank(case.answer),
                 "answers": [blank(a.text) for a in answers],
             }

@@ -3,6 +3,10 @@
 Everything here runs in the client's request path, so nothing here may fail it: a method that meets something it
 cannot read marks the case unusable instead of raising, and the work in proportion to the request (finding its
 documents) is left to the shadow worker, after the response.
+
+A queued case holds the client's body as the bytes it came in, not parsed: parsed JSON costs many times its size
+in Python objects (a 1 MB body of `[[],[],...]` is ~25 MiB of lists, plain text ~5 MiB), so the queue's memory
+would not be what `shadow_max_body_bytes` x `shadow_queue` says. The worker parses it when the sample runs.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies import ChatRequest, Completion, Pipeline
+from strategies import Completion, Pipeline
 
 MAX_ANSWER_CHARS = 64 * 1024
 """The served answer is kept up to here: enough to compare any chat answer, bounded against an endless stream."""
@@ -22,15 +26,16 @@ MAX_ANSWER_CHARS = 64 * 1024
 class ShadowCase:
     """The client's request as parsed, the pipeline that served it, and its answer as relayed."""
 
-    body: Mapping[str, Any]
+    raw: bytes
+    """The client's body as it came (parsed again by the worker: see the module's docstring)."""
     served: Pipeline
     inbound_headers: Mapping[str, str]
     """The client's headers, for the shadow calls to carry its key where the operator has none; never written."""
     query: str
     """The client's query string (an Azure-style `api-version`), sent on every shadow call as on the served one."""
     model: str | None
-    detected: ChatRequest | None = None
-    """The request with its documents found, when serving it found them; else the shadow worker finds them."""
+    shape: str | None = None
+    """The document shape serving looked for (a pipeline's `format=`), which the worker looks for again."""
     pieces: list[str] = field(default_factory=list)
     unusable: bool = False
     """The served answer could not be read (an upstream's malformed answer): nothing to compare with."""

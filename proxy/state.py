@@ -145,11 +145,12 @@ class ProxyState:
 
     def reload_policy(self) -> bool:
         """Read the policy file again; a file that does not validate is refused, logged, and the policy in force
-        stays. Returns whether the policy was replaced."""
+        stays. Returns whether the policy was replaced. Blocking: the watcher runs it in a worker thread."""
         try:
-            self.policy = load_policy(self.settings.policy_file, self.resolve)
-        except PolicyError as error:
-            log.error("policy refused; the one in force stays", error=str(error))
+            self.policy = load_policy(self.settings.policy_file, self.resolve, self.settings.policy_max_bytes)
+        except Exception as error:  # PolicyError, or whatever else a hostile file finds: refused all the same
+            reason = str(error) if isinstance(error, PolicyError) else f"{type(error).__name__}: {error}"
+            log.error("policy refused; the one in force stays", error=reason[:500])
             self.metrics.policy_reloads.labels("refused").inc()
             return False
         log.info("policy loaded", source=self.policy.source, rules=len(self.policy.rules))

@@ -22,7 +22,8 @@ class StreamUsage:
         self._prior = dict(prior_usage or {})
         options = body.get("stream_options")
         self.wanted = isinstance(options, Mapping) and options.get("include_usage") is True
-        self._messages = body.get("messages", [])
+        messages = body.get("messages")
+        self._messages: Sequence[Any] = messages if isinstance(messages, list) else []
         self._tokenizer = tokenizer
         self._seen = False
         self._text: list[str] = []
@@ -41,7 +42,9 @@ class StreamUsage:
             self._seen = True
             return
         self._last = chunk
-        for choice in chunk.get("choices") or []:
+        # The upstream's JSON, whatever its shape: a field that is not what a chat chunk holds counts for nothing.
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict) and isinstance(delta.get("content"), str):
                 self._text.append(delta["content"])

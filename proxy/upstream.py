@@ -1,8 +1,9 @@
 """The upstream client: one pooled `httpx.AsyncClient` for the configured base URL, shared by every request
 (`proxy.request_upstream` is one request's view of it).
 
-The base URL comes from settings only; nothing in a request can change where calls go, and redirects are
-never followed (a redirect is relayed to the client like any other response).
+The base URL comes from settings only; nothing in a request can change where calls go. Redirects are never
+followed (that would send the operator's key to wherever the upstream points) and never relayed either (a client
+SDK would follow it and send the prompt there, around the proxy): a 3xx redirect is the proxy's 502.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import structlog
 
 from proxy.bodies import ACCEPT_ENCODING, read_body
 from proxy.budget import Lease
-from proxy.errors import UpstreamPoolExhausted
+from proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
 from proxy.key_guard import KeyGuard
 from proxy.retry import RetryPolicy
 from proxy.transport_errors import mapped_transport_errors
 from proxy.upstream_headers import forwarded_headers
 from proxy.upstream_transport import WAIT_EXTENSION, TimedTransport
+
+REDIRECTS = frozenset(range(300, 400)) - {304}
+"""Every 3xx but 304 (Not Modified, the answer to a client's own conditional request, relayed as it is)."""
+log = structlog.get_logger("contextlift")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,7 @@ class UpstreamClient:
         timeout: float,
         connect_timeout: float,
         max_connections: int,
+        pool_wait: float = 10.0,
         retry: RetryPolicy | None = None,
         stream_limits: StreamLimits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -73,14 +80,15 @@ class UpstreamClient:
         self.api_key = api_key
         self.key_header = key_header.lower()
         self.timeout = timeout
+        self.pool_wait = pool_wait
         self.retry = retry or RetryPolicy()
         self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
         self._slots = asyncio.Semaphore(max_connections)
         pool = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._client = httpx.AsyncClient(
-            # A call waits for a free pooled connection as long as it would wait for the upstream; a wait
-            # that still runs out is reported as the proxy's (UpstreamPoolExhausted), not the upstream's.
-            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=timeout),
+            # A wait for a free pooled connection that runs out is the proxy's (UpstreamPoolExhausted), not the
+            # upstream's; `reserve` already waited for a slot, so this one is rarely reached.
+            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=pool_wait),
             follow_redirects=False,
             transport=TimedTransport(transport or httpx.AsyncHTTPTransport(limits=pool)),
             headers={"accept-encoding": ACCEPT_ENCODING},
@@ -101,19 +109,21 @@ class UpstreamClient:
 
     async def reserve(self) -> None:
         """Wait until one of the pool's connections is this call's. The wait happens inside the proxy (many
-        requests, or a fan-out, want more connections than the pool has), so it is bounded by the upstream
-        timeout but never counted in it, and running out is the proxy's 503, never the upstream's 504.
+        requests, or a fan-out, want more connections than the pool has), so it has its own short bound
+        (`pool_wait`), is never counted in the upstream timeout, and running out is the proxy's 503, never the
+        upstream's 504: a client learns at once that the pool is full rather than after minutes.
         Every `reserve` is paired with one `release` when the call's response is closed.
 
         Raises:
-            UpstreamPoolExhausted: no connection came free within the upstream timeout.
+            UpstreamPoolExhausted: no connection came free within `pool_wait`.
         """
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.pool_wait):
                 await self._slots.acquire()
         except TimeoutError:
             raise UpstreamPoolExhausted(
-                f"no upstream connection came free within {self.timeout:g} s (upstream_max_connections)",
+                f"no upstream connection came free within {self.pool_wait:g} s (upstream_max_connections, "
+                "upstream_pool_wait); retry shortly",
                 headers={"retry-after": "1"},
             ) from None
 
@@ -121,9 +131,26 @@ class UpstreamClient:
         self._slots.release()
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        """Send a prepared request, streaming the response; the caller reserved a connection and closes it."""
+        """Send a prepared request, streaming the response; the caller reserved a connection and closes it.
+
+        Raises:
+            UpstreamRedirected: the upstream answered a 3xx redirect (closed here, neither followed nor relayed).
+            UpstreamProtocolError: an interim (1xx) answer reached here, which the proxy never asks for.
+            UpstreamError: the upstream could not be reached, or failed before answering.
+        """
         with mapped_transport_errors("before answering"):
-            return await self._client.send(request, stream=True)
+            response = await self._client.send(request, stream=True)
+        status = response.status_code
+        if status < 200 or status in REDIRECTS:
+            await response.aclose()
+            if status < 200:
+                raise UpstreamProtocolError(f"upstream answered {status} to a request that asked for none")
+            log.warning("upstream redirect refused", status=status, location=response.headers.get("location", ""))
+            raise UpstreamRedirected(
+                f"upstream answered {status}, a redirect; the proxy neither follows nor relays redirects "
+                "(check upstream_url)"
+            )
+        return response
 
     def deadline(self) -> float:
         """`time.monotonic()` by which an attempt starting now must be complete."""
@@ -132,7 +159,7 @@ class UpstreamClient:
     async def read(self, response: httpx.Response, lease: Lease | None, deadline: float) -> bytes:
         """A response's whole body, decoded, bounded, charged to `lease`."""
         limits = self.stream_limits
-        with mapped_transport_errors("while answering"):
+        with mapped_transport_errors("while answering", answered=True):
             return await read_body(
                 response, max_bytes=limits.max_body_bytes, stall_seconds=self.timeout, deadline=deadline, lease=lease
             )

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from proxy.errors import InvalidRequest
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -46,6 +48,8 @@ NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "serve
 CLIENT_RETRY_HEADER = "x-stainless-retry-count"
 """The openai SDKs (and litellm, instructor) number their own retries here; > 0 means the client retries."""
 CONTROL_PREFIX = "x-context-"
+RETRIES_HEADER = "X-Context-Retries"
+"""A client's own bound on the proxy's retries of its request (0: none); never forwarded, as `x-context-*`."""
 # Relayed from upstream responses to the client: what an OpenAI client reads (retries, rate limits, timing).
 
 
@@ -92,3 +96,22 @@ def client_retries(headers: Mapping[str, str]) -> bool:
     """Whether this request is already a retry by the client's SDK, which will retry again on failure."""
     value = next((v for k, v in headers.items() if k.lower() == CLIENT_RETRY_HEADER), "0").strip()
     return value.isdigit() and int(value) > 0
+
+
+def requested_retries(headers: Mapping[str, str]) -> int | None:
+    """The most retries a client allows the proxy for this request (`X-Context-Retries`), None when unset. The
+    operator's settings still bound it: a client can only ask for fewer.
+
+    Raises:
+        InvalidRequest: the value is not a whole number.
+    """
+    value = next((v for k, v in headers.items() if k.lower() == RETRIES_HEADER.lower()), None)
+    if value is None:
+        return None
+    text = value.strip()
+    # Three digits are already more than any retry setting allows (max_retries is at most 10).
+    if not (text.isascii() and text.isdigit() and len(text) <= 3):
+        raise InvalidRequest(
+            f"{RETRIES_HEADER} must be a whole number of retries (0: none), got {value[:40]!r}", param=RETRIES_HEADER
+        )
+    return int(text)

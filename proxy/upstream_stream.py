@@ -10,7 +10,7 @@ import httpx
 from opentelemetry.trace import Span
 
 from proxy import json_text
-from proxy.bodies import decoded_chunks
+from proxy.bodies import Progress, decoded_chunks
 from proxy.call_ledger import CallLedger
 from proxy.errors import UpstreamProtocolError
 from proxy.key_guard import KeyGuard
@@ -48,19 +48,25 @@ class HttpCompletionStream:
     async def events(self) -> AsyncIterator[str]:
         limits = self._limits
         decoder = SSEDecoder(limits.max_event_bytes)
+        # The stall timer runs from one complete event to the next (and from the head to the first), never from
+        # one byte to the next: an upstream writing a byte a second without ending an event is stalled.
+        progress = Progress()
         body = decoded_chunks(
             self._response,
             max_bytes=limits.max_stream_bytes,
             stall_seconds=limits.stall_seconds,
             deadline=self._deadline,
+            progress=progress,
         )
         try:
-            with mapped_transport_errors("in the middle of the stream"):
+            with mapped_transport_errors("in the middle of the stream", answered=True):
                 async for chunk in body:
                     for event in decoder.feed(chunk):
                         if event.data == DONE:
                             return
                         yield self._checked(event.data)
+                        # Marked once the client has taken it: a slow client's time is not the upstream's silence.
+                        progress.mark()
                 for event in decoder.flush():
                     if event.data == DONE:
                         return

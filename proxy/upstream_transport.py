@@ -35,7 +35,7 @@ import yarl
 from httpx_aiohttp import AiohttpTransport
 from httpx_aiohttp.transport import AiohttpResponseStream
 
-__all__ = ["WAIT_EXTENSION", "TimedTransport", "UpstreamTransport", "build_transport"]
+__all__ = ["WAIT_EXTENSION", "MalformedAnswer", "TimedTransport", "UpstreamTransport", "build_transport"]
 
 WAIT_EXTENSION = "contextlift.waited"
 """A request extension: called with (start, end) in `time.perf_counter()` for each wait on the upstream."""
@@ -45,6 +45,13 @@ UpstreamTransport = Literal["aiohttp", "httpx"]
 MAX_HEAD_LINE_BYTES = 64 * 1024
 """Longest line (status, or one header) of an upstream answer's head."""
 MAX_RESPONSE_HEADERS = 256
+
+
+class MalformedAnswer(httpx.RemoteProtocolError):
+    """The upstream answered, but not with valid HTTP the proxy asked for: an answer head it cannot parse (more
+    than `MAX_RESPONSE_HEADERS` headers, a line over `MAX_HEAD_LINE_BYTES`, garbage) or a protocol switch. The
+    same request gets the same answer: a fault of the upstream, not a lost connection, and never retried."""
+
 
 # Most specific first is not needed: `_mapped` picks the class no other match derives from.
 _AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
@@ -57,7 +64,8 @@ _AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
     aiohttp.ServerTimeoutError: httpx.ReadTimeout,
     aiohttp.SocketTimeoutError: httpx.ReadTimeout,
     aiohttp.ClientPayloadError: httpx.RemoteProtocolError,
-    aiohttp.ClientResponseError: httpx.RemoteProtocolError,
+    # Raised by aiohttp's response parser only (the proxy never calls raise_for_status): the head was malformed.
+    aiohttp.ClientResponseError: MalformedAnswer,
     aiohttp.InvalidURL: httpx.UnsupportedProtocol,
     TimeoutError: httpx.ReadTimeout,
 }
@@ -168,7 +176,7 @@ class _AiohttpUpstream(AiohttpTransport):
             # An interim or 101 answer the proxy never asked for (it forwards no Upgrade, no Expect): relaying it
             # would hand the client a protocol switch or a headless stream.
             response.close()
-            raise httpx.RemoteProtocolError(f"upstream answered {response.status} to a request that asked for none")
+            raise MalformedAnswer(f"upstream answered {response.status} to a request that asked for none")
         extensions = {
             "http_version": b"HTTP/1.1",
             **({"reason_phrase": response.reason.encode()} if response.reason else {}),

@@ -5,11 +5,12 @@ conftest.py, which nothing imports from."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -69,3 +70,40 @@ async def request_body(receive: Any) -> bytes:
 def chat(content: str = "What is the capital of France?", **extra: Any) -> dict[str, Any]:
     """A minimal chat-completions body."""
     return {"model": "fake-model", "messages": [{"role": "user", "content": content}], **extra}
+
+
+RawAnswer = Callable[[asyncio.StreamWriter, int], Awaitable[None]]
+"""Writes whatever bytes the scripted socket answers the n-th request (from 0) with."""
+
+
+@contextlib.asynccontextmanager
+async def raw_upstream(answer: RawAnswer) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A fake upstream on a loopback socket that answers each request with the bytes `answer` writes (any bytes:
+    a malformed head, a reset, a trickle); yields its base URL (`.../v1`) and the request heads it received, one
+    per upstream call."""
+    heads: list[bytes] = []
+    writers: list[asyncio.StreamWriter] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                lines = head.lower().split(b"\r\n")
+                lengths = [line.split(b":", 1)[1] for line in lines if line.startswith(b"content-length:")]
+                await reader.readexactly(int(lengths[0]) if lengths else 0)
+                await answer(writer, len(heads) - 1)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", heads
+    finally:
+        server.close()
+        for writer in writers:  # a trickling answer would otherwise outlive its test
+            writer.transport.abort()

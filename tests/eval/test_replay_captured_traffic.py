@@ -61,7 +61,7 @@ def captured(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> Path:
         * 20
     )
     sink = tmp_path / "shadow.jsonl"
-    client = make_client(shadow_rate=1.0, shadow_sink=str(sink), shadow_capture=True)
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_sink=str(sink), shadow_capture=True)
     for _ in range(2):
         assert client.post("/v1/chat/completions", json=BODY).status_code == 200
     client.blocking_portal.call(client.app.state["proxy"].shadow.join)
@@ -104,3 +104,17 @@ def test_a_sink_without_captured_requests_is_a_clear_error(
     argv = ["eval", "--upstream", upstream_url, "--replay", str(tmp_path / "plain.jsonl"), "--out", str(tmp_path / "o")]
     assert main(argv) == 2
     assert "CONTEXTLIFT_SHADOW_CAPTURE=true" in capsys.readouterr().err
+
+
+def test_a_malformed_captured_record_is_skipped_and_counted(upstream_url: str, captured: Path, tmp_path: Path) -> None:
+    record = json.loads(captured.read_text().split("\n")[0])
+    record["captured"]["body"]["max_tokens"] = {"n": 1}
+    with captured.open("ab") as file:
+        file.write(json.dumps(record).encode() + b"\n")
+        file.write(b'{"candidates":[],"captured":{"body":{"messages":"\xff"}}}\n')  # a torn byte
+    out = tmp_path / "replay"
+    argv = ["eval", "--upstream", upstream_url, "--replay", str(captured), "--strategies", "none", "--retries", "0",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    report = (out / "report.md").read_text()
+    assert "2 malformed records skipped (1 lines that are not records, 1 captured requests" in report

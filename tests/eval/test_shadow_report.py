@@ -36,7 +36,12 @@ def upstream(request: httpx.Request) -> httpx.Response:
 def sink(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> Path:
     fake.queue(*[upstream] * 100)
     path = tmp_path / "shadow.jsonl"
-    client = make_client(shadow_rate=1.0, shadow_strategies=["reorder; order=descending"], shadow_sink=str(path))
+    client = make_client(
+        shadow_rate=1.0,
+        shadow_use_client_key=True,
+        shadow_strategies=["reorder; order=descending"],
+        shadow_sink=str(path),
+    )
     for question in ("which comes first?", "which is first?", "which is third?", "what topic is it?"):
         assert client.post("/v1/chat/completions", json=body(question)).status_code == 200
         client.blocking_portal.call(client.app.state["proxy"].shadow.join)
@@ -63,3 +68,20 @@ def test_an_empty_sink_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "empty.jsonl").write_text("")
     assert main(["shadow-report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r")]) == 2
     assert "no shadow records" in capsys.readouterr().err
+
+
+def test_malformed_lines_are_skipped_and_counted_never_a_traceback(
+    sink: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = json.loads(sink.read_text().split("\n")[0])
+    older = json.dumps({**good, "model": "m\u2028x\u2029y\x85z"}, ensure_ascii=False)  # as sinks were once written
+    with sink.open("ab") as file:
+        file.write(older.encode() + b"\n")
+        file.write(b'{"candidates":[1]}\n')
+        file.write(json.dumps({**good, "candidates": [{"strategy": "reorder"}]}).encode() + b"\n")
+        file.write(b'{"candidates":[],"model":"\xe2\x80"}\n')  # a torn UTF-8 character
+        file.write(b"[1, 2]\n")
+    assert main(["shadow-report", str(sink), "--out", str(tmp_path / "report")]) == 0
+    assert "5 requests; position-sensitive" in capsys.readouterr().out
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "4 malformed lines skipped" in report

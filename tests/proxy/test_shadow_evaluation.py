@@ -77,7 +77,7 @@ def test_the_response_is_the_same_bytes_with_shadow_on(make_client: Any, fake: F
         sse = lambda _: httpx.Response(200, content=sse_body(events), headers={"content-type": "text/event-stream"})  # noqa: E731
         fake.queue(sse, sse)
     off = make_client()
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"])
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"])
     baseline = off.post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": "none"})
     shadowed = on.post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": "none"})
     assert visible(shadowed) == visible(baseline)
@@ -97,7 +97,7 @@ def test_failing_or_hanging_shadow_calls_change_nothing_for_the_client(
     baseline = make_client().post("/v1/chat/completions", json=BODY)
     then = [httpx.ConnectError("refused")] * 10 if failure == "refused" else [hangs] * 10
     answered(fake, *then)
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], upstream_timeout=60)
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], upstream_timeout=60)
     response = on.post("/v1/chat/completions", json=BODY)
     assert visible(response) == visible(baseline)
     if failure == "refused":
@@ -115,7 +115,9 @@ def test_a_full_queue_drops_and_counts(make_client: Any, fake: FakeUpstream) -> 
         return hangs(request)
 
     fake.queue(*[served_streams_shadow_hangs] * 10)
-    on = make_client(shadow_rate=1.0, shadow_queue=1, shadow_max_in_flight=1, upstream_timeout=60)
+    on = make_client(
+        shadow_rate=1.0, shadow_use_client_key=True, shadow_queue=1, shadow_max_in_flight=1, upstream_timeout=60
+    )
     statuses = [on.post("/v1/chat/completions", json={**BODY, "stream": True}).status_code for _ in range(3)]
     assert statuses == [200, 200, 200]
     assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-queue") >= 1
@@ -123,7 +125,9 @@ def test_a_full_queue_drops_and_counts(make_client: Any, fake: FakeUpstream) -> 
 
 
 def test_the_budget_drops_what_would_go_past_it(make_client: Any, fake: FakeUpstream) -> None:
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_calls_per_minute=2)
+    on = make_client(
+        shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], shadow_calls_per_minute=2
+    )
     assert on.post("/v1/chat/completions", json=BODY).status_code == 200
     settle(on)
     assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-budget") == 1
@@ -133,7 +137,7 @@ def test_the_budget_drops_what_would_go_past_it(make_client: Any, fake: FakeUpst
 def test_an_order_dependent_answer_is_position_sensitive(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
     fake.queue(*[first_title] * 5)
     sink = tmp_path / "shadow.jsonl"
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], shadow_sink=str(sink))
     assert on.post("/v1/chat/completions", json=BODY).json()["choices"][0]["message"]["content"] == "T1"
     settle(on)
     record = json.loads(sink.read_text())
@@ -146,7 +150,7 @@ def test_an_order_dependent_answer_is_position_sensitive(make_client: Any, fake:
 def test_an_order_blind_answer_is_not(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
     fake.queue(*[blind] * 5)
     sink = tmp_path / "shadow.jsonl"
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], shadow_sink=str(sink))
     on.post("/v1/chat/completions", json=BODY)
     settle(on)
     record = json.loads(sink.read_text())
@@ -161,7 +165,13 @@ def test_the_sink_holds_no_content_unless_capture_is_on_and_never_a_key(
     key = "sk-client-7c1e55aa90"
     plain, captured = tmp_path / "plain.jsonl", tmp_path / "captured.jsonl"
     for sink, capture in ((plain, False), (captured, True)):
-        on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink), shadow_capture=capture)
+        on = make_client(
+            shadow_rate=1.0,
+            shadow_use_client_key=True,
+            shadow_strategies=["reorder"],
+            shadow_sink=str(sink),
+            shadow_capture=capture,
+        )
         on.post("/v1/chat/completions", json={**BODY, "user": "alice"}, headers={"Authorization": f"Bearer {key}"})
         settle(on)
     assert "fact number" not in plain.read_text()
@@ -175,7 +185,7 @@ def test_the_sink_holds_no_content_unless_capture_is_on_and_never_a_key(
 
 
 def test_requests_without_documents_are_not_sampled(make_client: Any, fake: FakeUpstream) -> None:
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"])
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"])
     on.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     settle(on)
     assert shadow_of(on).records == 0
@@ -186,7 +196,7 @@ def test_a_candidate_that_does_not_resolve_stops_start_up(make_client: Any) -> N
     from proxy import SettingsError
 
     with pytest.raises(SettingsError, match=r"shadow_strategies\[0\]"):
-        make_client(shadow_rate=1.0, shadow_strategies=["no-such-strategy"])
+        make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["no-such-strategy"])
 
 
 def test_a_write_that_comes_after_close_does_not_reopen_the_sink(tmp_path: Path) -> None:
@@ -203,7 +213,7 @@ def test_an_answer_the_shadow_cannot_read_is_still_relayed_as_it_came(make_clien
     odd = {**completion(), "choices": 5}
     fake.queue(httpx.Response(200, json=odd), httpx.Response(200, json=odd))
     off = make_client().post("/v1/chat/completions", json=BODY)
-    on_client = make_client(shadow_rate=1.0, shadow_strategies=["reorder"])
+    on_client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"])
     on = on_client.post("/v1/chat/completions", json=BODY)
     assert visible(on) == visible(off)
     assert on.json()["choices"] == 5
@@ -222,7 +232,7 @@ def test_an_answer_the_shadow_cannot_read_is_still_relayed_as_it_came(make_clien
 def test_requests_the_shadow_cannot_compare_or_hold_are_not_sampled(
     make_client: Any, fake: FakeUpstream, body: dict[str, Any], settings: dict[str, Any]
 ) -> None:
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], **settings)
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], **settings)
     assert on.post("/v1/chat/completions", json=body).status_code == 200
     settle(on)
     assert shadow_of(on).records == 0
@@ -235,7 +245,7 @@ def test_a_control_that_does_not_reproduce_the_served_answer_makes_sensitivity_u
     answers = iter(["T1", "T9", "T7", "T1", "T1"])  # served, candidate, control (differs), reversed, permuted
     fake.queue(*[lambda _r: httpx.Response(200, json=completion(next(answers)))] * 5)
     sink = tmp_path / "shadow.jsonl"
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_sink=str(sink))
+    on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], shadow_sink=str(sink))
     on.post("/v1/chat/completions", json=BODY)
     settle(on)
     record = json.loads(sink.read_text())
@@ -269,7 +279,9 @@ def test_no_credential_the_client_sent_reaches_the_sink(make_client: Any, fake: 
 
 def test_the_token_budget_is_reserved_before_a_sample_runs(make_client: Any, fake: FakeUpstream) -> None:
     # The served call used 12 tokens: a sample of 1 candidate + control + 2 orders reserves 4 x 12 = 48.
-    on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], shadow_tokens_per_minute=60)
+    on = make_client(
+        shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], shadow_tokens_per_minute=60
+    )
     for _ in range(2):
         assert on.post("/v1/chat/completions", json=BODY).status_code == 200
         settle(on)

@@ -1,10 +1,11 @@
-"""More concurrent calls than pooled connections wait for one inside the proxy: that wait is bounded by the
-upstream timeout but never counted in it, and if it runs out the client gets the proxy's own 503, never an
-upstream timeout the upstream did not cause."""
+"""More concurrent calls than pooled connections wait for one inside the proxy: that wait has its own short bound
+(`upstream_pool_wait`), is never counted in the upstream timeout, and if it runs out the client gets the proxy's
+own 503, never an upstream timeout the upstream did not cause."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -46,9 +47,29 @@ async def test_queued_calls_do_not_spend_the_upstream_timeout_waiting() -> None:
 
 
 async def test_a_wait_that_runs_out_is_the_proxys_503_not_a_504() -> None:
-    responses, _ = await run(12, upstream_max_connections=2, upstream_timeout=0.8, max_retries=0)
+    responses, _ = await run(
+        12, upstream_max_connections=2, upstream_timeout=0.8, upstream_pool_wait=0.8, max_retries=0
+    )
     statuses = sorted(r.status_code for r in responses)
     assert 504 not in statuses
     assert 503 in statuses
     refused = next(r for r in responses if r.status_code == 503)
     assert refused.json()["error"]["code"] == "upstream_pool_exhausted"
+
+
+async def test_the_pool_wait_has_its_own_bound_far_below_the_upstream_timeout() -> None:
+    # Two connections, each held 0.5 s; a 30 s upstream timeout would once have let the 8th call wait 2 s.
+    started = time.monotonic()
+    responses, _ = await run(8, upstream_max_connections=2, upstream_timeout=30, upstream_pool_wait=0.2, max_retries=0)
+    seconds = time.monotonic() - started
+    refused = [r for r in responses if r.status_code == 503]
+    assert [r.status_code for r in responses].count(200) == 2
+    assert len(refused) == 6
+    assert all(r.json()["error"]["code"] == "upstream_pool_exhausted" for r in refused)
+    assert all(r.headers["retry-after"] == "1" for r in refused)
+    assert seconds < 1.5  # the two served calls (0.5 s), not the 2 s the queue would take to drain
+
+
+def test_the_pool_wait_is_a_setting_with_a_short_default() -> None:
+    assert Settings(upstream_url=UPSTREAM).upstream_pool_wait == 10.0
+    assert Settings.model_fields["upstream_pool_wait"].description
