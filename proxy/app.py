@@ -36,6 +36,7 @@ from proxy.errors import (
 )
 from proxy.paths import canonical_path, encoded_path
 from proxy.policy import BUILT_IN, PolicyError, load_policy
+from proxy.remote_rankers import ServiceRanker, build_rankers
 from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
@@ -53,6 +54,7 @@ from strategies import (
     build_registry,
     parse_request,
 )
+from strategies.rankers import RankerSet, published_rankers
 
 YOUNG_COLLECTION_EVERY = 10_000
 log = structlog.get_logger("contextlift")
@@ -107,7 +109,17 @@ def create_app(
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = real_embedder = SentenceTransformerEmbedder(device=device, cache_size=settings.embedding_cache_size)
     state = ProxyState(settings, registry or build_registry(), upstream)
-    state.services = Services(embedder=embedder, observe_step=state.metrics.observe_step)
+    _check_caps(state.registry, settings.strategy_caps)
+    try:
+        rankers = build_rankers(settings.rankers, published_rankers(), settings.default_ranker)
+    except ValueError as error:
+        raise SettingsError(f"rankers: {error}") from None
+    state.registry.rankers = frozenset(rankers)
+    state.services = Services(
+        embedder=embedder,
+        observe_step=state.metrics.observe_step,
+        rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
+    )
     if real_embedder is None:
         state.embedder_ready.set()
     try:
@@ -142,6 +154,9 @@ def create_app(
             if state.shadow is not None:
                 await state.shadow.aclose()
             await upstream.aclose()
+            for ranker in rankers.values():
+                if isinstance(ranker, ServiceRanker):
+                    await ranker.aclose()
 
     admission = Admission(
         max_in_flight=settings.max_in_flight,
@@ -167,6 +182,28 @@ def create_app(
         logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
         debug=False,
     )
+
+
+def _check_caps(registry: StrategyRegistry, caps: dict[str, float]) -> None:
+    """Refuse, at start-up, a cap that no request could meet: one below its parameter's minimum (every request
+    using the strategy would get a 400), or one naming no numeric parameter of a registered strategy (a typo
+    that would leave the built-in cap in force unseen)."""
+    for key, cap in caps.items():
+        name, _, param_name = key.partition(".")
+        if name not in registry:
+            raise SettingsError(f"strategy_caps[{key!r}]: no strategy {name!r}; known: {', '.join(registry.names())}")
+        numeric = {p.name: p for p in registry.get(name).params if p.kind is not str}
+        param = numeric.get(param_name)
+        if param is None:
+            accepted = ", ".join(numeric) or "none"
+            raise SettingsError(
+                f"strategy_caps[{key!r}]: {name} has no numeric parameter {param_name!r}; it has: {accepted}"
+            )
+        if param.minimum is not None and cap < param.minimum:
+            raise SettingsError(
+                f"strategy_caps[{key!r}] is {cap:g}, below the parameter's minimum of {param.minimum:g}: "
+                f"no request could use {name}"
+            )
 
 
 def _shadow(

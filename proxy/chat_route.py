@@ -79,7 +79,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if state.shadow is not None and state.shadow.sampled():
         shape = None if isinstance(selection, Auto) else pipeline.shape
         record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
-    if pipeline.needs_embedder:
+    if pipeline.waits_for_embedder(state.services.ranker_set()):
         await _embedder_ready(state)
     upstream = RequestUpstream(
         state.upstream,

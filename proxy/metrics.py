@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 MAX_MODEL_LABELS = 20
 """Distinct model label values kept; a client that invents model names cannot grow the series without end."""
+RANKING_OUTCOMES = frozenset(
+    {"ok", "timeout", "unreachable", "http-1xx", "http-3xx", "http-4xx", "http-5xx", "bad-answer", "oversized",
+     "circuit-open", "unknown", "no-embedder", "error", "members-failed"}
+)  # fmt: skip
+"""Outcomes counted by name; a plugin ranker's own reason is counted as `other`, so the label stays bounded."""
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -53,6 +58,10 @@ class ProxyMetrics:
         self.step_duration = Histogram(
             "contextlift_strategy_step_duration_seconds", "Time spent in one strategy step, its calls included.",
             ["strategy"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.rankings = Counter(
+            "contextlift_rankings", "Document rankings by ranker and outcome (ok, or why it fell back).",
+            ["ranker", "outcome"], registry=self.registry,
         )  # fmt: skip
         self.tokens = Counter(
             "contextlift_tokens", "Tokens reported by the upstream.", ["direction", "model"], registry=self.registry
@@ -132,6 +141,11 @@ class ProxyMetrics:
             self.tokens.labels("in", model).inc(usage["prompt_tokens"])
         if usage.get("completion_tokens"):
             self.tokens.labels("out", model).inc(usage["completion_tokens"])
+
+    def observe_ranking(self, ranker: str, outcome: str) -> None:
+        """One ranking by `ranker` (a configured name: bounded) and its outcome: `ok`, or why it fell back to the
+        client's order (a reason from a fixed set: timeout, unreachable, http-4xx, bad-answer, circuit-open ...)."""
+        self.rankings.labels(ranker, outcome if outcome in RANKING_OUTCOMES else "other").inc()
 
     def observe_step(self, strategy: str, seconds: float) -> None:
         self.step_duration.labels(strategy).observe(seconds)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from proxy.remote_rankers import RankerSetting
 from strategies import SHAPES, DeclaredFormat
 
 ENV_PREFIX = "CONTEXTLIFT_"
@@ -238,6 +239,17 @@ class Settings(BaseSettings):
     )
     embedding_cache_size: int = Field(
         20_000, ge=0, description="Document embeddings kept in memory (LRU by content hash); 384 floats each."
+    )
+    rankers: dict[str, RankerSetting] = Field(
+        default_factory=dict,
+        description="Rankers of your own, used as `ranker=NAME`: a rerank API, an embeddings endpoint, or a fusion "
+        'of rankers, e.g. {"tei": {"kind": "rerank", "api": "tei", "url": "http://tei:8080/rerank"}, '
+        '"both": {"kind": "fusion", "members": ["lexical", "tei"]}}. Each has its own timeout, concurrency '
+        "limit, circuit breaker and key; a misconfigured one stops start-up.",
+    )
+    default_ranker: str = Field(
+        "minilm",
+        description="The ranker of a step that names none: client, lexical, minilm, fusion or one of `rankers`.",
     )
     stream_keepalive: float = Field(
         5.0,

@@ -20,6 +20,7 @@ from strategies.plugin import (
     Transform,
     send_once,
 )
+from strategies.rankers.base import RankerSet
 from strategies.request import ChatRequest
 from strategies.upstream import StrategyOutcome, Upstream
 
@@ -67,7 +68,21 @@ class Pipeline:
 
     @property
     def needs_embedder(self) -> bool:
-        return any(s.strategy.needs_embedder for s in self.steps)
+        """Whether any step may use the in-process embedder (a ranking step counts: its ranker may be MiniLM)."""
+        return any(s.strategy.needs_embedder or s.strategy.ranks for s in self.steps)
+
+    def waits_for_embedder(self, rankers: RankerSet) -> bool:
+        """Whether the pipeline uses the in-process embedder with these rankers: a step that needs it, or a
+        ranking step whose ranker (named, else the default) does."""
+        for step in self.steps:
+            if step.strategy.needs_embedder:
+                return True
+            if step.strategy.ranks:
+                name = str(step.params.get("ranker") or rankers.default)
+                ranker = rankers.rankers.get(name)
+                if ranker is None or ranker.needs_embedder:
+                    return True
+        return False
 
     @property
     def streams_directly(self) -> bool:

@@ -18,12 +18,22 @@ import anyio
 
 from strategies.embedder import Embedder, embed_off_loop
 from strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
+from strategies.rankers.base import (
+    RANKER_PARAM_DESCRIPTION,
+    Ranker,
+    RankerFailure,
+    RankerSet,
+    Ranking,
+    published_rankers,
+    rank_documents,
+)
 from strategies.request import ChatRequest, Document
 from strategies.tokens import TiktokenTokenizer, Tokenizer
 from strategies.upstream import Completion, CompletionStream, StrategyOutcome, Upstream, UpstreamFailure
 
 __all__ = [
     "FORMAT_PARAM",
+    "RANKER_PARAM",
     "AppliedStep",
     "ChatRequest",
     "Completion",
@@ -34,6 +44,10 @@ __all__ = [
     "Param",
     "ParamValue",
     "Params",
+    "Ranker",
+    "RankerFailure",
+    "RankerSet",
+    "Ranking",
     "Role",
     "Services",
     "StepContext",
@@ -46,6 +60,7 @@ __all__ = [
     "answer_text",
     "embed_off_loop",
     "intermediate_body",
+    "rank",
     "send_once",
     "sum_usage",
     "with_prior_usage",
@@ -128,6 +143,10 @@ FORMAT_PARAM = Param(
 )
 """Accepted by every strategy that needs documents: a request that knows its prompt's shape names it."""
 
+RANKER_PARAM = Param("ranker", str, None, RANKER_PARAM_DESCRIPTION)
+"""Accepted by every strategy that ranks documents (`ranks = True`); the proxy checks the name against the
+rankers it offers when it resolves the selection, so an unknown one is refused before any upstream call."""
+
 
 class Strategy(ABC):
     """Base of every strategy. Subclass `Transform` or `Executor`, not this."""
@@ -141,6 +160,9 @@ class Strategy(ABC):
     """Whether its last upstream call can stream straight through to the client."""
     needs_embedder: ClassVar[bool] = False
     """Whether it uses `Services.embedder` (which then must be loaded before it runs)."""
+    ranks: ClassVar[bool] = False
+    """Whether it orders documents through `rank`: it then accepts the `ranker` parameter, and needs the
+    embedder only when its ranker does."""
     passes_through: ClassVar[bool] = False
     """Whether selecting it selects nothing (`none`): it stands alone, and the request goes upstream untouched."""
     answers_n: ClassVar[bool] = True
@@ -185,6 +207,11 @@ class Services:
     """Default seed for strategies that draw random permutations; None: a fresh draw per request."""
     observe_step: Callable[[str, float], None] | None = None
     """Told each step's strategy name and duration in seconds (the proxy feeds its metrics with it)."""
+    rankers: RankerSet | None = None
+    """The rankers steps may name; None: the built-ins, with `embedder` for `minilm`."""
+
+    def ranker_set(self) -> RankerSet:
+        return self.rankers if self.rankers is not None else RankerSet(published_rankers(), embedder=self.embedder)
 
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -222,6 +249,18 @@ class StepContext:
     def fall_back(self, reason: str) -> None:
         """Mark the step now running as having fallen back to a plain call, and why."""
         self.note(f"fallback={reason}")
+
+
+async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ranking:
+    """The request's documents ranked by the step's `ranker` (else the default). Never fails the request: a
+    ranker that cannot rank leaves the client's order, and the step reports `ranker-fallback=NAME:REASON`."""
+    name = params.get("ranker")
+    ranking = await rank_documents(
+        request.question, request.documents, context.services.ranker_set(), str(name) if name else None
+    )
+    if ranking.fallback is not None:
+        context.note(f"ranker-fallback={ranking.ranker}:{ranking.fallback}")
+    return ranking
 
 
 async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 
 from strategies.pipeline import Pipeline, Step
-from strategies.plugin import FORMAT_PARAM, Param, ParamValue, Role, Strategy
+from strategies.plugin import FORMAT_PARAM, RANKER_PARAM, Param, ParamValue, Role, Strategy
+from strategies.rankers.base import published_rankers
 from strategies.selection import StepRequest, StrategySelectionError
 
 ENTRY_POINT_GROUP = "contextlift.strategies"
@@ -25,6 +26,12 @@ class StrategyRegistry:
 
     def __init__(self) -> None:
         self._strategies: dict[str, Strategy] = {}
+        self.rankers: frozenset[str] | None = None
+        """The ranker names a `ranker=` parameter may take; None: the published (built-in and plugin) rankers.
+        The proxy sets it to those and the ones its operator configured."""
+
+    def ranker_names(self) -> frozenset[str]:
+        return self.rankers if self.rankers is not None else frozenset(published_rankers())
 
     def register(self, strategy: Strategy) -> None:
         """Add a strategy; a second one under the same name is an error."""
@@ -65,12 +72,19 @@ class StrategyRegistry:
                 known = ", ".join(self.names())
                 raise StrategySelectionError(f"unknown strategy {request.name!r}; known strategies: {known}")
             strategy = self._strategies[request.name]
-            steps.append(Step(strategy, _typed_params(strategy, request.params, caps), tuple(request.params)))
+            params = _typed_params(strategy, request.params, caps)
+            ranker = params.get("ranker")
+            if ranker is not None and ranker not in self.ranker_names():
+                known = ", ".join(sorted(self.ranker_names()))
+                raise StrategySelectionError(f"{strategy.name}: unknown ranker {ranker!r}; known rankers: {known}")
+            steps.append(Step(strategy, params, tuple(request.params)))
         return _ordered_pipeline(steps)
 
 
 def _typed_params(strategy: Strategy, given: Mapping[str, str], caps: Mapping[str, float]) -> dict[str, ParamValue]:
     accepted = (*strategy.params, FORMAT_PARAM) if strategy.needs_documents else strategy.params
+    if strategy.ranks:
+        accepted = (*accepted, RANKER_PARAM)
     declared = {p.name: p for p in accepted}
     values: dict[str, ParamValue] = {}
     for name, text in given.items():

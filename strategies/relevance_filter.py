@@ -2,22 +2,23 @@
 
 A retriever returns a fixed number of passages whatever the question; the least similar ones are often plain
 distractors, and every distractor costs the model accuracy and the client tokens (Lost in the Middle, fig. 5:
-accuracy falls as documents are added). Scores are the embedding similarities `reorder` ranks by.
+accuracy falls as documents are added). Scores come from the step's ranker, as `reorder`'s do: MiniLM's cosine
+similarities are read as they are; the scores of a ranker without a fixed scale (BM25, a rerank service, the
+client's order) are rescaled to [0, 1] over the request's documents first, best 1 and worst 0.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Param, Params, StepContext, Transform
-from strategies.reorder import relevance
+from strategies.plugin import ChatRequest, Param, Params, StepContext, Transform, rank
 
 
 class RelevanceFilter(Transform):
     """Keeps the `top` most relevant documents and those within `margin` of the best score; never none."""
 
     name: ClassVar[str] = "filter"
-    needs_embedder: ClassVar[bool] = True
+    ranks: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("top", int, None, "keep at most this many of the most relevant documents", minimum=1, maximum=1_000),
         Param("margin", float, 0.2, "keep the documents whose similarity is within this of the best one's",
@@ -29,8 +30,11 @@ class RelevanceFilter(Transform):
     # the 10 documents.
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
-        scores = await relevance(request, context)
-        ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
+        ranked = await rank(request, params, context)
+        if ranked.fallback is not None:
+            return request  # nothing to judge relevance by: every document stays
+        scores = ranked.scores if _bounded(ranked.ranker, context) else _rescaled(ranked.scores)
+        ranking = ranked.order()
         best = float(scores[ranking[0]])
         kept = [i for i in ranking if float(scores[i]) >= best - float(params["margin"])]
         top = params.get("top")
@@ -41,3 +45,14 @@ class RelevanceFilter(Transform):
         if len(chosen) < len(request.documents):
             context.note(f"dropped={len(request.documents) - len(chosen)}")
         return request.with_documents([d for i, d in enumerate(request.documents) if i in chosen])
+
+
+def _bounded(name: str, context: StepContext) -> bool:
+    rankers = context.services.ranker_set()
+    return name in rankers.rankers and rankers.rankers[name].bounded
+
+
+def _rescaled(scores: list[float]) -> list[float]:
+    """Scores mapped onto [0, 1], best 1 and worst 0 (all 1 when they are equal)."""
+    low, high = min(scores), max(scores)
+    return [1.0 if high == low else (s - low) / (high - low) for s in scores]

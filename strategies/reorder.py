@@ -1,6 +1,6 @@
-"""`reorder`: rank documents by embedding similarity to the question and put the most relevant at the edges
-of the context, where models use them best (Lost in the Middle, fig. 1). `relevance` is the ranking, shared with
-`filter`."""
+"""`reorder`: rank documents by relevance to the question (the step's ranker: MiniLM by default, BM25, their
+fusion, the client's own order, or a rerank service) and put the most relevant at the edges of the context,
+where models use them best (Lost in the Middle, fig. 1)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import ClassVar, TypeVar
 import anyio
 import numpy as np
 
-from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, embed_off_loop
+from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank
 
 T = TypeVar("T")
 ORDERS = ("edges-first", "edges-last", "descending", "promote")
@@ -52,7 +52,7 @@ class Reorder(Transform):
     """Reorders (and with `budget`, trims) the documents by relevance to the question."""
 
     name: ClassVar[str] = "reorder"
-    needs_embedder: ClassVar[bool] = True
+    ranks: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("order", str, "promote", "where the most relevant documents go", choices=ORDERS),
         Param("top", int, 1, "with order=promote: how many of the most relevant documents move to the edges",
@@ -62,10 +62,9 @@ class Reorder(Transform):
     )  # fmt: skip
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
-        scores = await relevance(request, context)
+        ranking = await rank(request, params, context)
         # Stable: equal scores keep the client's order.
-        ranking = sorted(range(len(request.documents)), key=lambda i: (-float(scores[i]), i))
-        ranked = [request.documents[i] for i in ranking]
+        ranked = [request.documents[i] for i in ranking.order()]
         budget = params.get("budget")
         if isinstance(budget, int):
             # Counting tokens is CPU work in proportion to the documents: not on the event loop.
@@ -77,18 +76,6 @@ class Reorder(Transform):
         remaining = set(map(id, ranked))
         original = [d for d in request.documents if id(d) in remaining]
         return request.with_documents(arrange(ranked, str(params["order"]), original=original, top=int(params["top"])))
-
-
-async def relevance(request: ChatRequest, context: StepContext) -> np.ndarray:
-    """Each document's cosine similarity to the question (the embeddings are normalized), in the request's order."""
-    texts = [request.question, *(_embedding_text(d) for d in request.documents)]
-    vectors = await embed_off_loop(context.services.require_embedder(), texts)
-    scores: np.ndarray = vectors[1:] @ vectors[0]
-    return scores
-
-
-def _embedding_text(document: Document) -> str:
-    return f"{document.title}\n{document.text}" if document.title else document.text
 
 
 def _token_counts(documents: list[Document], context: StepContext) -> list[int]:

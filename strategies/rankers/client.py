@@ -1,0 +1,17 @@
+"""`client`: the order the client sent is the ranking. A RAG app's retriever already ordered its passages; this
+ranker costs nothing and lets a step place them by that order (`reorder; ranker=client; order=edges-last` is
+LangChain's LongContextReorder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strategies.rankers.base import Ranker, RankerSet
+from strategies.request import Document
+
+
+class ClientOrder(Ranker):
+    name = "client"
+
+    async def scores(self, question: str, documents: Sequence[Document], rankers: RankerSet) -> list[float]:
+        return [float(len(documents) - i) for i in range(len(documents))]
