@@ -123,7 +123,7 @@ def create_app(
     if real_embedder is None:
         state.embedder_ready.set()
     try:
-        state.policy = load_policy(settings.policy_file, state.resolve)
+        state.policy = load_policy(settings.policy_file, state.resolve, settings.policy_max_bytes)
     except PolicyError as error:
         raise SettingsError(str(error)) from None
     for model, text in settings.default_strategies.items():

@@ -140,6 +140,7 @@ class Policy:
 
 def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_bytes: int = MAX_BYTES) -> Policy:
     """Read and validate a policy; `resolve` turns a rule's strategy text into a pipeline within the caps.
+    Blocking (file I/O, parsing): call it from a worker thread once the proxy serves.
 
     Raises:
         PolicyError: not a regular file, larger than `max_bytes`, unreadable, not TOML (nested past the parser's
@@ -154,10 +155,11 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
         parsed = PolicyFile.model_validate(tomllib.loads(text))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
         raise PolicyError(f"policy {path}: {error}") from None
+    except RecursionError:
+        raise PolicyError(f"policy {path}: nested too deep to parse") from None
     ids = [rule.id for rule in parsed.rule]
     if len(set(ids)) != len(ids):
         raise PolicyError(f"policy {path}: rule ids repeat")
-    Blocking (file I/O, parsing): call it from a worker thread once the proxy serves.
     rules = []
     for rule in parsed.rule:
         try:
@@ -167,23 +169,6 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
     return Policy(source, tuple(rules))
 
 
-def example_policy() -> str:
-    """A small valid policy file with comments (`contextlift policy --example`)."""
-    return resources.files("proxy.policies").joinpath("example.toml").read_text()
-    except RecursionError:
-        raise PolicyError(f"policy {path}: nested too deep to parse") from None
-
-
-def _matches(rule: Rule, features: RequestFeatures) -> bool:
-    if not fnmatch.fnmatchcase(features.model or "", rule.model):
-        return False
-    if rule.documents is not None and not rule.documents[0] <= features.documents <= rule.documents[1]:
-        return False
-    tokens = rule.document_tokens
-    if tokens is not None and not tokens[0] <= features.document_tokens <= tokens[1]:
-        return False
-    if rule.formats is not None and features.format not in rule.formats:
-        return False
 def _read_regular(path: Path, max_bytes: int) -> str:
     """The file's text, if it is a regular file of at most `max_bytes`. Opened without blocking, so a FIFO (or a
     device) at the path is refused by `fstat` instead of waiting for a writer that never comes."""
@@ -200,4 +185,19 @@ def _read_regular(path: Path, max_bytes: int) -> str:
     return data.decode("utf-8")
 
 
+def example_policy() -> str:
+    """A small valid policy file with comments (`contextlift policy --example`)."""
+    return resources.files("proxy.policies").joinpath("example.toml").read_text()
+
+
+def _matches(rule: Rule, features: RequestFeatures) -> bool:
+    if not fnmatch.fnmatchcase(features.model or "", rule.model):
+        return False
+    if rule.documents is not None and not rule.documents[0] <= features.documents <= rule.documents[1]:
+        return False
+    tokens = rule.document_tokens
+    if tokens is not None and not tokens[0] <= features.document_tokens <= tokens[1]:
+        return False
+    if rule.formats is not None and features.format not in rule.formats:
+        return False
     return rule.stream is None or rule.stream == features.stream

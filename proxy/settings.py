@@ -267,6 +267,12 @@ class Settings(BaseSettings):
     policy_poll_seconds: float = Field(
         5.0, gt=0, description="How often the policy file's modification time is checked for a reload."
     )
+    policy_max_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest policy file read (a thousand rules are ~400 KB); a larger one, or anything at the "
+        "path that is not a regular file (a FIFO, a device), is refused and the policy in force stays.",
+    )
     shadow_rate: float = Field(
         0.0,
         ge=0.0,
@@ -296,6 +302,13 @@ class Settings(BaseSettings):
     shadow_capture_redact: list[str] = Field(
         default_factory=lambda: ["user", "metadata"],
         description="Fields of a captured request body left out of the sink (top-level names).",
+    )
+    shadow_use_client_key: bool = Field(
+        False,
+        description="Without an operator key (upstream_api_key), let shadow calls carry the sampled client's own "
+        "credentials: each sampled request then costs that client about four more upstream calls, billed to it. "
+        "Off: without an operator key shadow evaluation runs nothing, and each drawn sample is counted as "
+        "skipped (contextlift_shadow_samples, outcome skipped-no-key).",
     )
     shadow_max_body_bytes: int = Field(
         1024 * 1024,

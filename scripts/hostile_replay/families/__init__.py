@@ -8,6 +8,7 @@ from hostile_replay.families.http_layer import http_cases
 from hostile_replay.families.keys import key_cases
 from hostile_replay.families.overrides import override_cases
 from hostile_replay.families.paths import path_cases
+from hostile_replay.families.shadow_policy import shadow_policy_cases
 from hostile_replay.families.shutdown import shutdown_cases
 from hostile_replay.families.strategy import strategy_cases
 from hostile_replay.families.upstream import upstream_cases
@@ -19,4 +20,4 @@ def all_cases() -> list[Case]:
     """Client-side families first; the hostile upstream and the heavy bodies late; shutdown last (it stops the
     proxy)."""
     return [*path_cases(), *override_cases(), *key_cases(), *http_cases(), *strategy_cases(), *upstream_cases(),
-            *body_cases(), *shutdown_cases()]  # fmt: skip
+            *body_cases(), *shadow_policy_cases(), *shutdown_cases()]  # fmt: skip
