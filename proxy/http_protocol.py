@@ -14,7 +14,9 @@ kept-alive one after `keepalive_timeout`; at most `max_connections` open, the ne
 `max_header_bytes` and `max_header_count` however they are split, 431 above; every protocol error a 400
 envelope, `Content-Length` with `Transfer-Encoding` included (RFC 9112 section 6.1: the body could hide a second
 request), and a bare CR in a head at once rather than after the timeout. Every refusal closes the connection,
-after a short linger so the client can read the answer.
+after a short linger so the client can read the answer. uvicorn's warnings about a connection (a malformed
+request, an unsupported upgrade) are each caused by a client, one line per connection: at most one is written
+per `WARNING_INTERVAL`, saying how many were held back, so a client cannot flood the log.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -37,11 +40,15 @@ from proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError,
 from proxy.request_log import RECEIVED_EXTENSION
 from proxy.settings import Settings
 
-__all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits"]
+__all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits", "ThrottledWarnings"]
 
 LINGER_SECONDS = 1.0
 """How long a refused connection stays half-open, reading and dropping what the client still sends. Closing a
 socket with unread bytes sends a reset, which can destroy the answer before the client has read it."""
+
+WARNING_INTERVAL = 60.0
+"""Seconds between two of uvicorn's client-caused connection warnings in the log; those between are held back and
+counted (at debug level, each still logged)."""
 
 _HEAD_END = re.compile(rb"\n\r?\n")
 _BARE_CR = re.compile(rb"\r[^\n]")
@@ -74,6 +81,38 @@ class GuardedConfig(uvicorn.Config):
     def __init__(self, app: ASGIApp, limits: HttpLimits, **options: Any) -> None:
         super().__init__(app, http=GuardedH11Protocol, **options)
         self.http_limits = limits
+        self.connection_log = ThrottledWarnings()
+        """Shared by every connection of this server: the throttle is per process, not per connection."""
+
+
+class ThrottledWarnings(logging.Logger):
+    """uvicorn's connection logger (`uvicorn.error`, whose handlers its records reach), writing a warning at most
+    once per `interval` and the ones between at debug level; the next warning written says how many were held
+    back. Only warnings: uvicorn's errors are the app's own failures and are written as they come."""
+
+    def __init__(self, interval: float = WARNING_INTERVAL) -> None:
+        super().__init__("uvicorn.error")
+        self._uvicorn = self.parent = logging.getLogger("uvicorn.error")
+        self._interval = interval
+        self._next_at = 0.0
+        self._held = 0
+
+    def isEnabledFor(self, level: int) -> bool:
+        # Asked of uvicorn's logger each time: this one is outside logging's registry, whose level changes clear
+        # the registered loggers' caches only.
+        return self._uvicorn.isEnabledFor(level)
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        now = time.monotonic()
+        if now < self._next_at:
+            self._held += 1
+            self.debug(msg, *args, **kwargs)
+            return
+        self._next_at = now + self._interval
+        if self._held:
+            msg = f"{msg} (and {self._held} more client protocol warnings held back since the last one)"
+            self._held = 0
+        super().warning(msg, *args, **kwargs)
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -88,6 +127,7 @@ class GuardedH11Protocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.limits = config.http_limits if isinstance(config, GuardedConfig) else HttpLimits()
+        self.logger = config.connection_log if isinstance(config, GuardedConfig) else ThrottledWarnings()
         self.conn: _StrictConnection = _StrictConnection(self.limits)
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_seen = False  # bytes of the next head have arrived: its timeout answers 408, not just closes
