@@ -32,10 +32,44 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     policy.add_argument("--max-cost", help="ceiling relative to none, e.g. calls=2,latency=1.5")
     policy.add_argument("--example", action="store_true", help="print a small valid policy file with comments")
     policy.set_defaults(run=_policy, settings=False)
+    rankers = commands.add_parser("eval-rankers", help="where each ranker puts the gold document (no model needed)")
+    rankers.add_argument("--out", type=Path, required=True, help="folder for rankers.md and rankers.json")
+    rankers.add_argument("--sizes", default="10,20", help="documents per case, comma-separated (default 10,20)")
+    rankers.add_argument("--samples", type=int, default=30, help="questions per regime and size (default 30)")
+    rankers.add_argument(
+        "--regimes",
+        default="easy,hard,retriever",
+        help="comma-separated: easy, hard, squad (needs --data), retriever (hard, in a retriever's order)",
+    )
+    rankers.add_argument("--rankers", default="client,lexical,minilm,fusion", help="comma-separated ranker names")
+    rankers.add_argument("--data", type=Path, help="folder holding squad-v2.0-dev.json, for the squad regime")
+    rankers.add_argument("--seed", type=int, default=0, help="seed of every generated case (default 0)")
+    rankers.set_defaults(run=_eval_rankers, settings=False)
     shadow = commands.add_parser("shadow-report", help="report what shadow evaluation found on live traffic")
     shadow.add_argument("sink", type=Path, help="the proxy's shadow_sink file (its rotated files are read too)")
     shadow.add_argument("--out", type=Path, required=True, help="folder for report.md and report.html")
     shadow.set_defaults(run=_shadow_report, settings=False)
+
+
+def _eval_rankers(args: argparse.Namespace, _: None) -> int:
+    from eval.ranker_quality import render, run
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        rows = run(
+            args.out,
+            sizes,
+            args.samples,
+            [r.strip() for r in args.regimes.split(",") if r.strip()],
+            [r.strip() for r in args.rankers.split(",") if r.strip()],
+            args.data,
+            args.seed,
+        )
+    except (ValueError, OSError) as error:
+        print(f"contextlift eval-rankers: {error}", file=sys.stderr)
+        return 2
+    print(render(rows, f"written to {args.out / 'rankers.md'}"), end="")
+    return 0
 
 
 def _policy(args: argparse.Namespace, _: None) -> int:

@@ -9,7 +9,8 @@ third process. Printed as one table (and `--json`):
   drifts by a third between minutes; one round per cell ranked the same two proxies both ways in one day);
 - streaming: time to first chunk and spacing between chunks, direct and through the proxy;
 - each strategy's wall time against `none` at a fixed upstream delay (20 documents);
-- `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached);
+- `reorder`'s CPU time in the proxy process per request, cold (documents never seen) and warm (cached), and
+  cold with each in-process ranker (minilm, client, lexical, fusion) beside `none` on fresh bodies;
 - the proxy's resident memory idle and after the run, and its start-up time to /healthz and /startupz;
 - with `--peer URL` (another gateway, started first and pointed at `http://127.0.0.1:PORT/v1` with the port given
   as `--fake-port PORT`), its added latency and throughput in the same run, interleaved with the proxy's;
@@ -318,29 +319,40 @@ async def strategies(url: str, delay: float, rounds: int) -> dict[str, Any]:
     return {s: {"p50_ms": statistics.median(v), "vs_none": statistics.median(v) / base} for s, v in rows.items()}
 
 
+RANKERS = ("minilm", "client", "lexical", "fusion")
+
+
 async def reorder_cpu(url: str, pid: int, rounds: int) -> dict[str, Any]:
-    """The proxy process's CPU seconds per `reorder` request: cold (documents it never saw), then warm (again)."""
-    bodies = [
-        {**TWENTY, "messages": [{"role": "user", "content": TWENTY_PROMPT.replace("Town", f"Burg{n}x")}]}
-        for n in range(rounds)
-    ]
-    headers = {"x-context-strategy": "reorder", "x-bench-delay": "0"}
-    figures = {}
+    """The proxy process's CPU seconds per `reorder` request: cold (documents it never saw), then warm (again),
+    with the default ranker (minilm); then cold with each ranker (`rankers`), and `none` on the same bodies."""
+
+    def fresh(tag: str) -> list[dict[str, Any]]:
+        return [
+            {**TWENTY, "messages": [{"role": "user", "content": TWENTY_PROMPT.replace("Town", f"Burg{tag}{n}x")}]}
+            for n in range(rounds)
+        ]
+
+    async def cpu_ms(
+        client: httpx.AsyncClient, bodies: list[dict[str, Any]], headers: dict[str, str]
+    ) -> dict[str, float]:
+        before = _cpu_seconds(pid)
+        started = time.perf_counter()
+        for body in bodies:
+            await _timed(client, f"{url}/chat/completions", body, headers)
+        return {
+            "cpu_ms": (_cpu_seconds(pid) - before) / rounds * 1000,
+            "wall_ms": (time.perf_counter() - started) / rounds * 1000,
+        }
+
+    bodies = fresh("")
+    figures: dict[str, Any] = {"rankers": {}}
     async with httpx.AsyncClient(timeout=120) as client:
         for label in ("cold", "warm"):
-            before = _cpu_seconds(pid)
-            started = time.perf_counter()
-            for body in bodies:
-                await _timed(client, f"{url}/chat/completions", body, headers)
-            figures[label] = {
-                "cpu_ms": (_cpu_seconds(pid) - before) / rounds * 1000,
-                "wall_ms": (time.perf_counter() - started) / rounds * 1000,
-            }
-    none_before = _cpu_seconds(pid)
-    async with httpx.AsyncClient(timeout=120) as client:
-        for body in bodies:
-            await _timed(client, f"{url}/chat/completions", body, {"x-bench-delay": "0"})
-    figures["none"] = {"cpu_ms": (_cpu_seconds(pid) - none_before) / rounds * 1000}
+            figures[label] = await cpu_ms(client, bodies, {"x-context-strategy": "reorder", "x-bench-delay": "0"})
+        figures["none"] = await cpu_ms(client, fresh("none"), {"x-bench-delay": "0"})
+        for ranker in RANKERS:
+            asked = {"x-context-strategy": f"reorder; ranker={ranker}", "x-bench-delay": "0"}
+            figures["rankers"][ranker] = await cpu_ms(client, fresh(ranker), asked)
     return figures
 
 
@@ -475,7 +487,13 @@ def render(f: dict[str, Any]) -> str:
         "",
         f"reorder, proxy CPU per request: cold {r['cold']['cpu_ms']:.0f} ms, warm {r['warm']['cpu_ms']:.1f} ms, none "
         f"{r['none']['cpu_ms']:.1f} ms (wall cold {r['cold']['wall_ms']:.0f} ms)",
+        "",
+        "| ranker (reorder, 20 fresh documents) | proxy CPU per request, ms | added over none, ms | wall, ms |",
+        "|---|---|---|---|",
     ]
+    for name, row in r["rankers"].items():
+        added = row["cpu_ms"] - r["none"]["cpu_ms"]
+        lines.append(f"| {name} | {row['cpu_ms']:.1f} | {added:+.1f} | {row['wall_ms']:.1f} |")
     st = f["startup_s"]
     lines.append(
         f"start-up: /healthz {st['healthz']:.1f} s, /startupz {st['startupz']:.1f} s; RSS idle "

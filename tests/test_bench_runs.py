@@ -23,3 +23,4 @@ def test_the_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert all(row["errors"] == 0 for row in figures["throughput"]["contextlift"].values())
     assert set(figures["strategies_at_200ms"]) >= {"none", "reorder", "recite", "medoid; k=3"}
     assert "| added latency, small body, p50 / p99 ms |" in done.stdout
+    assert set(figures["reorder_cpu"]["rankers"]) == {"minilm", "client", "lexical", "fusion"}

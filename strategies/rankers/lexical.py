@@ -5,6 +5,7 @@ every passage is about the same entity."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import anyio
@@ -30,6 +31,9 @@ class Lexical(Ranker):
 def bm25_scores(question: str, texts: Sequence[str]) -> list[float]:
     """BM25 score of each text for the question; all zero when they share no indexed word."""
     import bm25s  # imported when first used: the serving path without a lexical ranker never loads it
+
+    # bm25s logs each index it builds at debug level: one line per ranked request is noise, never news.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
 
     corpus = bm25s.tokenize(list(texts), stopwords="en", show_progress=False, return_ids=False)
     query = bm25s.tokenize([question], stopwords="en", show_progress=False, return_ids=False)[0]
