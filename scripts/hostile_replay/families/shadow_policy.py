@@ -57,8 +57,7 @@ def policy(rule_id: str, evidence_id: str | None = None) -> str:
 
 @dataclass
 class Second:
-    """The second proxy: a watched policy file, shadow on every request with capture, no operator key (the
-    client's credentials are what an upstream could echo into the sink)."""
+    """A proxy process of this family's own, its fake upstream and its folder (policy file, sink, log)."""
 
     url: str
     proxy: subprocess.Popen[bytes]
@@ -89,7 +88,27 @@ class Second:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _start_second(ctx: Ctx) -> Second:
+SECOND_ENV = {
+    "CONTEXTLIFT_POLICY_POLL_SECONDS": "0.2",
+    "CONTEXTLIFT_SHADOW_RATE": "1",
+    "CONTEXTLIFT_SHADOW_CAPTURE": "true",
+    "CONTEXTLIFT_SHADOW_USE_CLIENT_KEY": "true",
+    "CONTEXTLIFT_SHADOW_QUEUE": "64",
+    "CONTEXTLIFT_SHADOW_MAX_IN_FLIGHT": "1",
+    "CONTEXTLIFT_SHADOW_CALLS_PER_MINUTE": "100000",
+    "CONTEXTLIFT_SHADOW_TOKENS_PER_MINUTE": "100000000",
+    "CONTEXTLIFT_UPSTREAM_TIMEOUT": "120",
+    "CONTEXTLIFT_UPSTREAM_DEADLINE": "120",
+    "CONTEXTLIFT_MAX_IN_FLIGHT": "64",
+    "CONTEXTLIFT_LOG_LEVEL": "info",
+}
+"""The second proxy: a watched policy file, shadow on every request with capture, no operator key (the client's
+credentials are what an upstream could echo into the sink), a queue and budget the memory case cannot fill."""
+
+
+def _start(ctx: Ctx, extra: dict[str, str], ready: str = "/startupz") -> Second:
+    """A proxy process with the local environment and `extra`, without the operator's key, on a fake upstream
+    of its own; returned once `ready` answers 200."""
     folder = Path(tempfile.mkdtemp(prefix="hostile-shadow-"))
     (folder / "policy.toml").write_text(policy("first"))
     upstream = FakeUpstream()
@@ -99,22 +118,8 @@ def _start_second(ctx: Ctx) -> Second:
     server = uvicorn.Server(config)
     threading.Thread(target=server.run, name="fake-upstream-2", daemon=True).start()
     env = {k: v for k, v in local_env(ctx.knobs, "").items() if k != "CONTEXTLIFT_UPSTREAM_API_KEY"}
-    env.update({
-        "CONTEXTLIFT_POLICY_FILE": str(folder / "policy.toml"),
-        "CONTEXTLIFT_POLICY_POLL_SECONDS": "0.2",
-        "CONTEXTLIFT_SHADOW_RATE": "1",
-        "CONTEXTLIFT_SHADOW_SINK": str(folder / "shadow.jsonl"),
-        "CONTEXTLIFT_SHADOW_CAPTURE": "true",
-        "CONTEXTLIFT_SHADOW_USE_CLIENT_KEY": "true",
-        "CONTEXTLIFT_SHADOW_QUEUE": "64",
-        "CONTEXTLIFT_SHADOW_MAX_IN_FLIGHT": "1",
-        "CONTEXTLIFT_SHADOW_CALLS_PER_MINUTE": "100000",
-        "CONTEXTLIFT_SHADOW_TOKENS_PER_MINUTE": "100000000",
-        "CONTEXTLIFT_UPSTREAM_TIMEOUT": "120",
-        "CONTEXTLIFT_UPSTREAM_DEADLINE": "120",
-        "CONTEXTLIFT_MAX_IN_FLIGHT": "64",
-        "CONTEXTLIFT_LOG_LEVEL": "info",
-    })  # fmt: skip
+    env.update({"CONTEXTLIFT_POLICY_FILE": str(folder / "policy.toml"),
+                "CONTEXTLIFT_SHADOW_SINK": str(folder / "shadow.jsonl"), **extra})  # fmt: skip
     command = [sys.executable, "-m", "proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(proxy_port),
                "--upstream", f"http://127.0.0.1:{upstream_port}/v1"]  # fmt: skip
     with (folder / "proxy.log").open("wb") as log:
@@ -124,15 +129,16 @@ def _start_second(ctx: Ctx) -> Second:
     deadline = time.monotonic() + STARTUP_LIMIT
     while time.monotonic() < deadline and proxy.poll() is None:
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{second.url}/startupz", timeout=2).status_code == 200:
+            if httpx.get(f"{second.url}{ready}", timeout=2).status_code == 200:
                 return second
         time.sleep(0.2)
-    raise RuntimeError(f"the second proxy did not start (exit {proxy.poll()}): {second.log_text()[-500:]}")
+    second.stop()
+    raise RuntimeError(f"the proxy did not start (exit {proxy.poll()}): {second.log_text()[-500:]}")
 
 
 async def _second(ctx: Ctx) -> Second:
     if "second" not in ctx.memo:
-        ctx.memo["second"] = asyncio.ensure_future(asyncio.to_thread(_start_second, ctx))
+        ctx.memo["second"] = asyncio.ensure_future(asyncio.to_thread(_start, ctx, SECOND_ENV))
     second: Second = await asyncio.shield(ctx.memo["second"])
     return second
 
@@ -382,6 +388,29 @@ async def _sigterm_with_fifo(ctx: Ctx) -> Verdict:
         second.stop()
 
 
+async def _no_operator_key(ctx: Ctx) -> Verdict:
+    """A proxy with shadow on, no operator key and shadow_use_client_key left off: the client's key pays for its
+    own request only. Nothing here needs the embedder: it is not waited for."""
+    third = await asyncio.to_thread(_start, ctx, {"CONTEXTLIFT_SHADOW_RATE": "1"}, "/healthz")
+    try:
+        mark = third.upstream.mark()
+        body = {"model": "hostile-model", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 8}
+        async with httpx.AsyncClient(timeout=30) as client:
+            for _ in range(3):
+                await client.post(f"{third.url}/v1/chat/completions", json=body,
+                                  headers={"Authorization": "Bearer sk-client-hostile-0a1b2c3d"})  # fmt: skip
+            await asyncio.sleep(1.0)
+            metrics = (await client.get(f"{third.url}/metrics")).text
+        calls = len(third.upstream.since(mark))
+        counted = [line.rsplit(" ", 1)[1] for line in metrics.splitlines()
+                   if line.startswith("contextlift_shadow_samples_total") and "skipped-no-key" in line]  # fmt: skip
+        skipped = counted[0] if counted else "0"
+        ok = calls == 3 and float(skipped) == 3
+        return ok, f"3 sampled requests: {calls} upstream calls on the client's key, {float(skipped):g} counted skipped"
+    finally:
+        third.stop()
+
+
 def shadow_policy_cases() -> list[Case]:
     """In the order they run: the second proxy starts with the first, and stops with the last."""
     cases = [
@@ -396,6 +425,8 @@ def shadow_policy_cases() -> list[Case]:
          _credentials, 40.0),
         ("shadow", "offline tools on malformed records", "skipped and counted, never a traceback", _offline_tools,
          60.0),
+        ("shadow", "no operator key, shadow_use_client_key off", "3 upstream calls for 3 requests, 3 counted skipped",
+         _no_operator_key, STARTUP_LIMIT),
         ("shadow", f"{QUEUED} queued 1 MB bodies of [[],[],...]", "RSS < 3 MiB a queued body", _queue_memory, 120.0),
         ("policy", "SIGTERM with a FIFO at the policy path", "exits within the grace", _sigterm_with_fifo, 30.0),
     ]  # fmt: skip
