@@ -240,6 +240,22 @@ class ServiceRanker(Ranker):
             raise RankerFailure("bad-answer", "not JSON") from None
 
 
+def _finite_numbers(values: list[Any]) -> bool:
+    return all(not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) for x in values)
+
+
+def _mean_pooled(rows: list[Any]) -> list[float] | None:
+    """One vector from per-token vectors, their mean. llama.cpp's server answers so for a model without a pooling
+    layer (a chat model served with `--embedding`): one vector per token, where OpenAI's API gives one per input.
+
+    None when the rows are not equally long lists of finite numbers."""
+    if not rows or not all(isinstance(r, list) and r and _finite_numbers(r) for r in rows):
+        return None
+    if len({len(r) for r in rows}) != 1:
+        return None
+    return [float(x) for x in np.asarray(rows, dtype=np.float64).mean(axis=0)]
+
+
 def read_rerank(answer: Any, count: int) -> list[float]:
     """Scores by document index from either rerank answer shape; every document scored once, finite.
 
@@ -279,9 +295,9 @@ def read_embeddings(answer: Any, count: int) -> list[list[float]]:
         vector = row.get("embedding")
         if type(index) is not int or not 0 <= index < count or vectors[index] is not None:
             raise RankerFailure("bad-answer", "an index out of range or repeated")
-        if not isinstance(vector, list) or not vector:
-            raise RankerFailure("bad-answer", "an embedding is not a list of numbers")
-        if not all(not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) for x in vector):
-            raise RankerFailure("bad-answer", "an embedding holds something other than finite numbers")
+        if isinstance(vector, list) and vector and all(isinstance(token, list) for token in vector):
+            vector = _mean_pooled(vector)
+        if not isinstance(vector, list) or not vector or not _finite_numbers(vector):
+            raise RankerFailure("bad-answer", "an embedding is not a list of finite numbers")
         vectors[index] = [float(x) for x in vector]
     return [v for v in vectors if v is not None]

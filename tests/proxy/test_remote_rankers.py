@@ -55,6 +55,12 @@ def vector(text: str) -> list[float]:
     return rows
 
 
+def one_hot(word: str) -> list[float]:
+    rows = [0.0] * 32
+    rows[zlib.crc32(word.encode()) % 32] = 1.0
+    return rows
+
+
 class FakeRankService:
     """A scripted fake of rerank and embeddings services: the path picks the behaviour; every request is kept."""
 
@@ -77,6 +83,10 @@ class FakeRankService:
         elif path == "/embeddings":
             data = [{"index": i, "embedding": vector(t)} for i, t in enumerate(body["input"])]
             answer = json.dumps({"data": data[::-1]}).encode()
+        elif path == "/tokens":  # llama.cpp's server for a model without pooling: one vector per token
+            data = [{"index": i, "embedding": [one_hot(w) for w in re.findall(r"\w+", t.lower())]} for i, t in
+                    enumerate(body["input"])]  # fmt: skip
+            answer = json.dumps({"data": data}).encode()
         elif path == "/slow":
             await asyncio.sleep(3)
         elif path == "/count":
@@ -132,6 +142,7 @@ def documents_sent(fake: FakeUpstream) -> list[str]:
         ("rerank", "/cohere", {"model": "rerank-v3.5"}),
         ("rerank", "/tei", {"api": "tei"}),
         ("embeddings", "/embeddings", {"model": "text-embedding-3-small"}),
+        ("embeddings", "/tokens", {"model": "smollm2"}),
     ],
 )
 def test_a_service_ranker_ranks_through_the_proxy(
