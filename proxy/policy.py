@@ -58,6 +58,17 @@ class Evidence(BaseModel):
     n: int = Field(ge=1)
     report: str = Field(max_length=500)
     date: str = Field(max_length=40)
+    test: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]{1,40}$",
+        description="The paired test behind the verdict (`mcnemar-exact`, `sign-exact`); absent in older files.",
+    )
+    p: float | None = Field(None, ge=0, le=1, description="The test's p-value, after the correction.")
+    correction: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._/-]{1,40}$",
+        description="The correction for picking among several pipelines: `holm/6` is Holm's over six.",
+    )
 
 
 class Rule(BaseModel):
@@ -134,6 +145,10 @@ class Policy:
                 if rule.evidence is not None:
                     e = rule.evidence
                     header += f"; evidence={e.id}; lift={e.lift:+.3f} [{e.ci95[0]:+.3f}, {e.ci95[1]:+.3f}]; n={e.n}"
+                    if e.test is not None and e.p is not None:
+                        header += f"; test={e.test}; p={e.p:.2g}"
+                    if e.correction is not None:
+                        header += f"; correction={e.correction}"
                 return Choice(pipeline, rule.id, header)
         return Choice(Pipeline(), "none", f"none; reason=no-rule-matched; policy={self.source}")
 

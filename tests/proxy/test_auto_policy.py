@@ -112,6 +112,19 @@ def test_auto_applies_the_rule_and_names_its_evidence(make_client: Any, fake: Fa
     assert 'contextlift_policy_rules_total{rule="litm-promote"} 1.0' in client.get("/metrics").text
 
 
+def test_the_policy_header_names_the_test_p_value_and_correction(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    tested = EVIDENCE.replace(' }', ', test = "mcnemar-exact", p = 0.00061, correction = "holm/6" }')
+    path = written(tmp_path, policy_text(f'id = "tested"\nstrategy = "reorder"\n{tested}'))
+    client = make_client(policy_file=str(path))
+    response = client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "auto"})
+    assert response.headers["x-context-policy"] == (
+        "rule=tested; evidence=r#litm-qa/reorder; lift=+0.100 [+0.040, +0.190]; n=90; test=mcnemar-exact; "
+        "p=0.00061; correction=holm/6"
+    )
+
+
 def test_no_matching_rule_sends_the_clients_bytes(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
     path = written(tmp_path, policy_text(rule("other-model", model="gpt-*")))
     client = make_client(policy_file=str(path))
