@@ -44,6 +44,7 @@ class Knobs:
     """Below medoid's worst case (k x max_retries), so a fan-out that does not share it shows."""
     retry_backoff: float = 0.4
     max_upstream_body_bytes: int = MiB
+    upstream_pool_wait: float = 10.0
 
     @property
     def bounds(self) -> Bounds:
@@ -60,7 +61,8 @@ class Knobs:
         return self.shutdown_grace + 6
 
 
-LOCAL_KNOBS = Knobs(header_read_timeout=2.0, body_read_timeout=3.0, keepalive_timeout=2.0, max_in_flight=8)
+LOCAL_KNOBS = Knobs(header_read_timeout=2.0, body_read_timeout=3.0, keepalive_timeout=2.0, max_in_flight=8,
+                    upstream_pool_wait=1.0)  # fmt: skip
 
 
 def local_env(knobs: Knobs, key: str) -> dict[str, str]:
@@ -78,6 +80,7 @@ def local_env(knobs: Knobs, key: str) -> dict[str, str]:
         "CONTEXTLIFT_UPSTREAM_DEADLINE": str(knobs.upstream_deadline),
         "CONTEXTLIFT_UPSTREAM_CONNECT_TIMEOUT": "1",
         "CONTEXTLIFT_UPSTREAM_MAX_CONNECTIONS": "4",
+        "CONTEXTLIFT_UPSTREAM_POOL_WAIT": str(knobs.upstream_pool_wait),
         "CONTEXTLIFT_MAX_IN_FLIGHT": str(knobs.max_in_flight),
         "CONTEXTLIFT_SHUTDOWN_GRACE": str(knobs.shutdown_grace),
         "CONTEXTLIFT_STRATEGY_CAPS": json.dumps({"medoid.k": knobs.medoid_cap, "recite.max_tokens": 64}),

@@ -12,6 +12,7 @@ from hostile_replay.families.shadow_policy import shadow_policy_cases
 from hostile_replay.families.shutdown import shutdown_cases
 from hostile_replay.families.strategy import strategy_cases
 from hostile_replay.families.upstream import upstream_cases
+from hostile_replay.families.upstream_edges import upstream_edge_cases
 
 __all__ = ["all_cases"]
 
@@ -20,4 +21,4 @@ def all_cases() -> list[Case]:
     """Client-side families first; the hostile upstream and the heavy bodies late; shutdown last (it stops the
     proxy)."""
     return [*path_cases(), *override_cases(), *key_cases(), *http_cases(), *strategy_cases(), *upstream_cases(),
-            *body_cases(), *shadow_policy_cases(), *shutdown_cases()]  # fmt: skip
+            *upstream_edge_cases(), *body_cases(), *shadow_policy_cases(), *shutdown_cases()]  # fmt: skip
