@@ -24,7 +24,7 @@ from proxy.errors import (
 )
 from proxy.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
 from proxy.off_loop import LARGE_BODY, off_loop, reading
-from proxy.policy import Auto, RequestFeatures
+from proxy.policy import Auto, RequestFeatures, ranker_margin
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
@@ -40,6 +40,7 @@ from strategies import (
     parse_request,
     run_pipeline,
 )
+from strategies.rankers import rank_documents
 
 T = TypeVar("T")
 log = structlog.get_logger("contextlift")
@@ -140,11 +141,30 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
         document_tokens=tokens,
         format=found.detection.split(";", 1)[0].split(":", 1)[0].strip(),
         stream=found.stream,
+        margins=await _margins(state.policy.margin_rankers(), found, state),
     )
     choice = state.policy.choose(features)
     record.policy = choice.header
     state.metrics.policy_rules.labels(choice.rule).inc()
     return choice.pipeline, found
+
+
+async def _margins(names: frozenset[str | None], found: ChatRequest, state: ProxyState) -> dict[str | None, float]:
+    """The margins a policy's rules read, each from its ranker's ranking of the request's documents (ranked only
+    when some rule asks: a policy without margins costs no ranking). A ranker that falls back gives none."""
+    margins: dict[str | None, float] = {}
+    if len(found.documents) < 2:
+        return margins
+    rankers = state.services.ranker_set()
+    for name in names:
+        ranker = rankers.rankers.get(name or rankers.default)
+        if ranker is None or ranker.needs_embedder:
+            await _embedder_ready(state)
+        ranking = await rank_documents(found.question, found.documents, rankers, name)
+        margin = ranker_margin(ranking.scores) if ranking.fallback is None else None
+        if margin is not None:
+            margins[name] = margin
+    return margins
 
 
 def _shadow_case(

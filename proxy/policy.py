@@ -19,8 +19,8 @@ import fnmatch
 import os
 import stat
 import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -81,6 +81,17 @@ class Rule(BaseModel):
     document_tokens: tuple[int, int] | None = Field(None, description="Inclusive range of the documents' tokens.")
     formats: tuple[str, ...] | None = Field(None, description="Detected formats (`X-Context-Format` shapes).")
     stream: bool | None = None
+    ranker_margin: tuple[float, float] | None = Field(
+        None,
+        description="Inclusive range of the ranker's confidence: the top document's lead over the second, as a "
+        "share of its lead over the last (0: the top two tie; 1: one document stands out, the rest tie below). "
+        "Computed only when a rule names it, by `margin_ranker`.",
+    )
+    margin_ranker: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$",
+        description="The ranker whose margin `ranker_margin` reads; unset: the operator's default ranker.",
+    )
     strategy: str = Field(max_length=500, description="The pipeline, as `X-Context-Strategy` would name it.")
     evidence: Evidence | None = Field(None, description="Absent only for a rule that applies `none`.")
 
@@ -91,6 +102,10 @@ class Rule(BaseModel):
         for bounds in (self.documents, self.document_tokens):
             if bounds is not None and not 0 <= bounds[0] <= bounds[1]:
                 raise ValueError(f"rule {self.id!r}: a range is [low, high] with 0 <= low <= high")
+        if self.ranker_margin is not None and not 0 <= self.ranker_margin[0] <= self.ranker_margin[1] <= 1:
+            raise ValueError(f"rule {self.id!r}: ranker_margin is [low, high] with 0 <= low <= high <= 1")
+        if self.margin_ranker is not None and self.ranker_margin is None:
+            raise ValueError(f"rule {self.id!r}: margin_ranker without ranker_margin")
         return self
 
 
@@ -119,6 +134,9 @@ class RequestFeatures:
     format: str
     """The detected shape without its details (`litm`, `xml` ...), or `none`."""
     stream: bool
+    margins: Mapping[str | None, float] = field(default_factory=dict)
+    """The ranker margins the policy asked for (`Policy.margin_rankers`), by ranker name (None: the default);
+    a ranker that could not rank the request (fewer than two documents, a fallback) is absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +156,16 @@ class Policy:
     source: str
     rules: tuple[tuple[Rule, Pipeline], ...]
 
+    def margin_rankers(self) -> frozenset[str | None]:
+        """The rankers whose margin some rule reads (None: the default ranker); empty: no ranking needed."""
+        return frozenset(r.margin_ranker for r, _ in self.rules if r.ranker_margin is not None)
+
     def choose(self, features: RequestFeatures) -> Choice:
         for rule, pipeline in self.rules:
             if _matches(rule, features):
                 header = f"rule={rule.id}"
+                if rule.ranker_margin is not None:
+                    header += f"; margin={features.margins[rule.margin_ranker]:.3f}"
                 if rule.evidence is not None:
                     e = rule.evidence
                     header += f"; evidence={e.id}; lift={e.lift:+.3f} [{e.ci95[0]:+.3f}, {e.ci95[1]:+.3f}]; n={e.n}"
@@ -179,6 +203,8 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
     for rule in parsed.rule:
         try:
             rules.append((rule, resolve(rule.strategy, f"policy rule {rule.id}")))
+            if rule.margin_ranker is not None:  # an unknown ranker is refused as a step naming it would be
+                resolve(f"reorder; ranker={rule.margin_ranker}", f"policy rule {rule.id} margin_ranker")
         except Exception as error:  # the resolver's own error, whatever it is, refuses the file
             raise PolicyError(f"policy {path}: rule {rule.id!r}: {getattr(error, 'message', error)}") from None
     return Policy(source, tuple(rules))
@@ -215,4 +241,18 @@ def _matches(rule: Rule, features: RequestFeatures) -> bool:
         return False
     if rule.formats is not None and features.format not in rule.formats:
         return False
+    if rule.ranker_margin is not None:
+        margin = features.margins.get(rule.margin_ranker)
+        if margin is None or not rule.ranker_margin[0] <= margin <= rule.ranker_margin[1]:
+            return False
     return rule.stream is None or rule.stream == features.stream
+
+
+def ranker_margin(scores: Sequence[float]) -> float | None:
+    """The top score's lead over the second, as a share of its lead over the lowest: scale-free, so a margin
+    means the same for cosine similarities, BM25 and a reranker's logits. None for fewer than two scores."""
+    if len(scores) < 2:
+        return None
+    ordered = sorted(scores, reverse=True)
+    spread = ordered[0] - ordered[-1]
+    return 0.0 if spread <= 0 else (ordered[0] - ordered[1]) / spread
