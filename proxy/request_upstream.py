@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from proxy import json_text
-from proxy.bodies import decoded_chunks
+from proxy.bodies import Progress, decoded_chunks
 from proxy.budget import Lease
 from proxy.call_ledger import CallLedger
 from proxy.errors import (
@@ -226,6 +226,9 @@ class RequestUpstream:
         )  # fmt: skip
 
 
+_BLANK_LINES = (b"\n\n", b"\r\r", b"\r\n\r\n")
+
+
 def _compact_json(body: Mapping[str, Any]) -> str:
     return json_text.dumps(body, compact=True)
 
@@ -248,17 +251,31 @@ class RelayedCall:
         return await self._client.read(self.response, self._lease, self._deadline)
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it comes, decoded and bounded by the stream limits."""
+        """The body as it comes, decoded and bounded by the stream limits. An event stream's stall timer runs
+        from one complete event to the next, as a chat stream's does; the bytes still go as they came."""
         limits = self._client.stream_limits
+        events = self.response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        progress = Progress() if events else None
         chunks = decoded_chunks(
             self.response,
             max_bytes=limits.max_stream_bytes,
             stall_seconds=limits.stall_seconds,
             deadline=self._deadline,
+            progress=progress,
         )
+        tail = b""
         with mapped_transport_errors("in the middle of the body", answered=True):
             async for chunk in chunks:
+                if progress is None:
+                    yield chunk
+                    continue
+                # An event ends at a blank line; the last bytes of the previous piece may hold its first half.
+                window = tail + chunk
+                ended = any(blank in window for blank in _BLANK_LINES)
+                tail = window[-3:]
                 yield chunk
+                if ended:
+                    progress.mark()
 
     def finish(self) -> None:
         """Give the connection back and close the ledger entry (once; later calls do nothing)."""

@@ -23,14 +23,18 @@ def piece(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def stream_through_proxy(url: str) -> tuple[list[str], float]:
+CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+async def stream_through_proxy(
+    url: str, path: str = "/v1/chat/completions", body: dict[str, Any] = CHAT
+) -> tuple[list[str], float]:
     settings = Settings(upstream_url=url, upstream_timeout=STALL, upstream_deadline=60, max_retries=0)
     app = create_app(settings, embedder=FakeEmbedder())
-    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     started = time.monotonic()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as client:
         async with asyncio.timeout(15):  # without the fix the trickles below run for 20 s
-            response = await client.post("/v1/chat/completions", json=body)
+            response = await client.post(path, json=body)
     await app.state["proxy"].upstream.aclose()
     frames = [f.removeprefix("data: ") for f in response.text.split("\n\n") if f]
     return frames, time.monotonic() - started
@@ -88,3 +92,12 @@ async def test_events_each_within_the_bound_stream_to_the_end_however_long_in_al
         frames, seconds = await stream_through_proxy(url)
     assert frames == [*events, "[DONE]"]
     assert seconds > STALL * 2
+
+
+async def test_a_relayed_event_stream_is_cut_at_the_stall_bound_too() -> None:
+    completions = {"model": "m", "prompt": "hi", "stream": True}
+    async with raw_upstream(trickling(b'data: {"choices":[{"text":"', b"a")) as (url, _):
+        frames, seconds = await stream_through_proxy(url, "/v1/completions", completions)
+    assert json.loads(frames[-2])["error"]["code"] == "upstream_timeout"
+    assert frames[-1] == "[DONE]"
+    assert seconds < STALL + 2
