@@ -369,6 +369,10 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
+        "--rankers-only", type=int, metavar="ROUNDS",
+        help="measure only a cold reorder's proxy CPU per ranker beside none, over ROUNDS fresh bodies each",
+    )  # fmt: skip
+    parser.add_argument(
         "--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
         help="another proxy with these environment settings, measured beside the default (repeatable)",
     )  # fmt: skip
@@ -413,6 +417,12 @@ def main() -> int:
             processes.append(serve(port, dict(pair.split("=", 1) for pair in settings.split(",") if pair)))
             _wait(f"http://127.0.0.1:{port}/startupz")
             variants[name] = f"http://127.0.0.1:{port}/v1"
+        if args.rankers_only:
+            figures["reorder_cpu"] = asyncio.run(reorder_cpu(through, proxy.pid, args.rankers_only))
+            print("\n".join(ranker_lines(figures["reorder_cpu"], args.rankers_only)))
+            if args.json:
+                args.json.write_text(json.dumps(figures, indent=1) + "\n")
+            return 0
         targets = {"contextlift": through, **variants, **({"peer": args.peer} if args.peer else {})}
         figures["targets"] = list(targets)
         figures["load_generator"] = "wrk" if shutil.which("wrk") else "python-httpx"
@@ -447,6 +457,20 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def ranker_lines(r: dict[str, Any], rounds: int | None) -> list[str]:
+    """The per-ranker table: each ranker's cold `reorder` beside `none` on fresh bodies of the same shape."""
+    told = f", {rounds} fresh bodies each" if rounds else ""
+    lines = [
+        f"| ranker (reorder, 20 fresh documents{told}) | proxy CPU per request, ms | added over none, ms | wall, ms |",
+        "|---|---|---|---|",
+        f"| (none) | {r['none']['cpu_ms']:.1f} | | {r['none']['wall_ms']:.1f} |",
+    ]
+    for name, row in r["rankers"].items():
+        added = row["cpu_ms"] - r["none"]["cpu_ms"]
+        lines.append(f"| {name} | {row['cpu_ms']:.1f} | {added:+.1f} | {row['wall_ms']:.1f} |")
+    return lines
 
 
 def render(f: dict[str, Any]) -> str:
@@ -488,12 +512,8 @@ def render(f: dict[str, Any]) -> str:
         f"reorder, proxy CPU per request: cold {r['cold']['cpu_ms']:.0f} ms, warm {r['warm']['cpu_ms']:.1f} ms, none "
         f"{r['none']['cpu_ms']:.1f} ms (wall cold {r['cold']['wall_ms']:.0f} ms)",
         "",
-        "| ranker (reorder, 20 fresh documents) | proxy CPU per request, ms | added over none, ms | wall, ms |",
-        "|---|---|---|---|",
+        *ranker_lines(r, None),
     ]
-    for name, row in r["rankers"].items():
-        added = row["cpu_ms"] - r["none"]["cpu_ms"]
-        lines.append(f"| {name} | {row['cpu_ms']:.1f} | {added:+.1f} | {row['wall_ms']:.1f} |")
     st = f["startup_s"]
     lines.append(
         f"start-up: /healthz {st['healthz']:.1f} s, /startupz {st['startupz']:.1f} s; RSS idle "
