@@ -92,7 +92,12 @@ async def test_all_failing_raises_the_upstream_error() -> None:
 async def test_cancelling_the_request_cancels_every_call_in_flight() -> None:
     upstream = ScriptedUpstream("hang", "hang", "hang")
     task = asyncio.ensure_future(run("medoid; k=3", upstream))
-    await asyncio.sleep(0.05)
+    # Until all three calls are in flight (a fixed pause was too short on a loaded machine: rendering the
+    # prompts runs in worker threads first), within a deadline.
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(upstream.bodies) < 3 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
