@@ -15,6 +15,7 @@ from eval.cases import Sample
 from eval.policy_writer import CostCeiling, write_policy
 from eval.results import RunInfo, results
 from eval.stats import MIN_DISCORDANT, detectable_lift, holm, newcombe_paired, paired_lift, sign_test
+from tests.eval.test_best_pipeline_per_regime import sample
 
 PAPER = {"litm-qa": {"name": "litm-qa", "prompt": "paper", "positional": True}}
 
@@ -84,26 +85,7 @@ def samples_for(wins: int, losses: int, n: int) -> list[Sample]:
     out = []
     for i in range(n):
         for strategy, right in (("none", wins <= i < wins + losses), ("reorder", i < wins)):
-            out.append(
-                Sample.of(
-                    {
-                        "task": "litm-qa",
-                        "variant": "standard",
-                        "size": 10,
-                        "position": i % 3,
-                        "sample": i,
-                        "strategy": strategy,
-                        "case": f"litm-qa|standard|10|{i % 3}|{i}",
-                        "score": float(right),
-                        "error": None,
-                        "latency_s": 1.0,
-                        "prompt_tokens": 100,
-                        "completion_tokens": 5,
-                        "upstream_calls": 1,
-                        "applied": strategy,
-                    }
-                )
-            )
+            out.append(sample(strategy, "standard", i, float(right)))
     return out
 
 
