@@ -115,7 +115,7 @@ def test_auto_applies_the_rule_and_names_its_evidence(make_client: Any, fake: Fa
 def test_the_policy_header_names_the_test_p_value_and_correction(
     make_client: Any, fake: FakeUpstream, tmp_path: Path
 ) -> None:
-    tested = EVIDENCE.replace(' }', ', test = "mcnemar-exact", p = 0.00061, correction = "holm/6" }')
+    tested = EVIDENCE.replace(" }", ', test = "mcnemar-exact", p = 0.00061, correction = "holm/6" }')
     path = written(tmp_path, policy_text(f'id = "tested"\nstrategy = "reorder"\n{tested}'))
     client = make_client(policy_file=str(path))
     response = client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "auto"})
