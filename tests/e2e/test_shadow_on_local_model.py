@@ -24,7 +24,13 @@ pytestmark = pytest.mark.e2e
 def shadowed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     folder = tmp_path_factory.mktemp("shadow")
     sink = folder / "shadow.jsonl"
-    shadow = {"shadow_rate": "1", "shadow_strategies": '["reorder"]', "shadow_capture": "true"}
+    # The embedded model takes no key: shadow may use the (absent) client credentials, as it would otherwise not run.
+    shadow = {
+        "shadow_rate": "1",
+        "shadow_strategies": '["reorder"]',
+        "shadow_capture": "true",
+        "shadow_use_client_key": "true",
+    }
     with serving(folder / "serve.log", shadow_sink=str(sink), **shadow) as url:
         yield url, sink
 
