@@ -83,7 +83,8 @@ def test_a_record_is_one_line_whatever_line_separators_its_text_holds(
     assert raw.isascii()
     assert len(raw.decode().splitlines()) == 5  # any line reader sees five records
     read = read_sink(sink)
-    assert [r["model"] for r in read.records] == models
+    # Shadow workers evaluate samples concurrently: records arrive in the order their work finished.
+    assert sorted(r["model"] for r in read.records) == sorted(models)
     assert read.skipped == 0
 
 
