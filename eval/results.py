@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from eval.best_pipeline import best_pipelines
 from eval.cases import Sample
@@ -47,10 +47,7 @@ def load_samples(paths: Iterable[Path]) -> list[Sample]:
 
 
 def _group(samples: Iterable[Sample], *fields: str) -> dict[tuple[Any, ...], list[Sample]]:
-    groups: dict[tuple[Any, ...], list[Sample]] = defaultdict(list)
-    for sample in samples:
-        groups[tuple(getattr(sample, f) for f in fields)].append(sample)
-    return groups
+    return _grouped(samples, lambda sample: tuple(getattr(sample, f) for f in fields))
 
 
 def order_of(values: Iterable[Any]) -> list[Any]:
@@ -138,9 +135,16 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
 
 
 def _group_rows(rows: Iterable[dict[str, Any]], *fields: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[tuple(row[f] for f in fields)].append(row)
+    return _grouped(rows, lambda row: tuple(row[f] for f in fields))
+
+
+T = TypeVar("T")
+
+
+def _grouped(items: Iterable[T], key: Callable[[T], tuple[Any, ...]]) -> dict[tuple[Any, ...], list[T]]:
+    groups: dict[tuple[Any, ...], list[T]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
     return groups
 
 

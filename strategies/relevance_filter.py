@@ -33,7 +33,7 @@ class RelevanceFilter(Transform):
         ranked = await rank(request, params, context)
         if ranked.fallback is not None:
             return request  # nothing to judge relevance by: every document stays
-        scores = ranked.scores if _bounded(ranked.ranker, context) else _rescaled(ranked.scores)
+        scores = ranked.scores if ranked.bounded else _rescaled(ranked.scores)
         ranking = ranked.order()
         best = float(scores[ranking[0]])
         kept = [i for i in ranking if float(scores[i]) >= best - float(params["margin"])]
@@ -45,11 +45,6 @@ class RelevanceFilter(Transform):
         if len(chosen) < len(request.documents):
             context.note(f"dropped={len(request.documents) - len(chosen)}")
         return request.with_documents([d for i, d in enumerate(request.documents) if i in chosen])
-
-
-def _bounded(name: str, context: StepContext) -> bool:
-    rankers = context.services.ranker_set()
-    return name in rankers.rankers and rankers.rankers[name].bounded
 
 
 def _rescaled(scores: list[float]) -> list[float]:

@@ -56,6 +56,8 @@ class Ranking:
     scores: list[float]
     ranker: str
     fallback: str | None = None
+    bounded: bool = False
+    """Whether the scores are on the ranker's fixed scale (`Ranker.bounded`); the client's order never is."""
 
     def order(self) -> list[int]:
         """Document indices, best first; equal scores keep the client's order."""
@@ -127,23 +129,28 @@ async def rank_documents(
     `RankerFailure`, a wrong number of scores, a score that is not finite, or an error in a plugin ranker, the
     ranking is the client's order and `fallback` says why."""
     chosen = name or rankers.default
-    client_order = [float(len(documents) - i) for i in range(len(documents))]
     try:
-        scores = [float(s) for s in await rankers.get(chosen).scores(question, documents, rankers)]
+        ranker = rankers.get(chosen)
+        scores = [float(s) for s in await ranker.scores(question, documents, rankers)]
         if len(scores) != len(documents) or not all(math.isfinite(s) for s in scores):
             raise RankerFailure("bad-answer", f"{len(scores)} scores for {len(documents)} documents")
     except RankerFailure as failure:
-        return _fell_back(rankers, chosen, client_order, failure.reason)
+        return _fell_back(rankers, chosen, len(documents), failure.reason)
     except Exception:
         # A third-party ranker's bug must not fail the client's request; it is logged with its traceback.
         log.exception("ranker %s raised", chosen)
-        return _fell_back(rankers, chosen, client_order, "error")
+        return _fell_back(rankers, chosen, len(documents), "error")
     if rankers.observe is not None:
         rankers.observe(chosen, "ok")
-    return Ranking(scores, chosen)
+    return Ranking(scores, chosen, bounded=ranker.bounded)
 
 
-def _fell_back(rankers: RankerSet, name: str, scores: list[float], reason: str) -> Ranking:
+def client_order(count: int) -> list[float]:
+    """Scores that rank `count` documents in the order the client sent them."""
+    return [float(count - i) for i in range(count)]
+
+
+def _fell_back(rankers: RankerSet, name: str, count: int, reason: str) -> Ranking:
     if rankers.observe is not None:
         rankers.observe(name, reason)
-    return Ranking(scores, name, reason)
+    return Ranking(client_order(count), name, reason)

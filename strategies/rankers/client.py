@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from strategies.rankers.base import Ranker, RankerSet
+from strategies.rankers.base import Ranker, RankerSet, client_order
 from strategies.request import Document
 
 
@@ -14,4 +14,4 @@ class ClientOrder(Ranker):
     name = "client"
 
     async def scores(self, question: str, documents: Sequence[Document], rankers: RankerSet) -> list[float]:
-        return [float(len(documents) - i) for i in range(len(documents))]
+        return client_order(len(documents))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import pytest
 
@@ -25,49 +23,14 @@ from proxy.request_upstream import RequestUpstream
 from proxy.transport_errors import mapped_transport_errors
 from proxy.upstream import StreamLimits, UpstreamClient
 from proxy.upstream_transport import build_transport
+from tests.serving import raw_upstream as scripted
 
-Answer = Callable[[asyncio.StreamWriter, int], Awaitable[None]]
-"""Writes the reply to the n-th request (from 0)."""
 OK = b'{"ok": true}'
 
 
 def reply(status: str, body: bytes, *headers: str) -> bytes:
     head = [f"HTTP/1.1 {status}", f"content-length: {len(body)}", *headers]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-@asynccontextmanager
-async def scripted(answer: Answer) -> AsyncIterator[tuple[str, list[bytes]]]:
-    """A socket server; yields its base URL and the raw request heads it received."""
-    heads: list[bytes] = []
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                heads.append(head)
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                await reader.readexactly(length)
-                await answer(writer, len(heads) - 1)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1", heads
-    finally:
-        server.close()
 
 
 def client(url: str, *, timeout: float = 5.0, max_body_bytes: int = 1024 * 1024) -> UpstreamClient:
