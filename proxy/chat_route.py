@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import structlog
@@ -141,8 +142,10 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
         document_tokens=tokens,
         format=found.detection.split(";", 1)[0].split(":", 1)[0].strip(),
         stream=found.stream,
-        margins=await _margins(state.policy.margin_rankers(), found, state),
     )
+    wanted = state.policy.margin_rankers(features)
+    if wanted:
+        features = replace(features, margins=await _margins(wanted, found, state))
     choice = state.policy.choose(features)
     record.policy = choice.header
     state.metrics.policy_rules.labels(choice.rule).inc()

@@ -156,9 +156,18 @@ class Policy:
     source: str
     rules: tuple[tuple[Rule, Pipeline], ...]
 
-    def margin_rankers(self) -> frozenset[str | None]:
-        """The rankers whose margin some rule reads (None: the default ranker); empty: no ranking needed."""
-        return frozenset(r.margin_ranker for r, _ in self.rules if r.ranker_margin is not None)
+    def margin_rankers(self, features: RequestFeatures) -> frozenset[str | None]:
+        """The rankers whose margin a rule could still fire on for these features (None: the default ranker):
+        the margin rules whose other conditions match, before the first rule that matches without a margin.
+        Empty: no ranking needed, so a request no margin rule can reach is never ranked for the policy."""
+        names: set[str | None] = set()
+        for rule, _ in self.rules:
+            if not _matches(rule, features, margin=False):
+                continue
+            if rule.ranker_margin is None:
+                break
+            names.add(rule.margin_ranker)
+        return frozenset(names)
 
     def choose(self, features: RequestFeatures) -> Choice:
         for rule, pipeline in self.rules:
@@ -231,7 +240,7 @@ def example_policy() -> str:
     return resources.files("proxy.policies").joinpath("example.toml").read_text()
 
 
-def _matches(rule: Rule, features: RequestFeatures) -> bool:
+def _matches(rule: Rule, features: RequestFeatures, *, margin: bool = True) -> bool:
     if not fnmatch.fnmatchcase(features.model or "", rule.model):
         return False
     if rule.documents is not None and not rule.documents[0] <= features.documents <= rule.documents[1]:
@@ -241,9 +250,9 @@ def _matches(rule: Rule, features: RequestFeatures) -> bool:
         return False
     if rule.formats is not None and features.format not in rule.formats:
         return False
-    if rule.ranker_margin is not None:
-        margin = features.margins.get(rule.margin_ranker)
-        if margin is None or not rule.ranker_margin[0] <= margin <= rule.ranker_margin[1]:
+    if margin and rule.ranker_margin is not None:
+        value = features.margins.get(rule.margin_ranker)
+        if value is None or not rule.ranker_margin[0] <= value <= rule.ranker_margin[1]:
             return False
     return rule.stream is None or rule.stream == features.stream
 

@@ -87,3 +87,16 @@ def test_an_unknown_margin_ranker_refuses_the_policy(make_client: Any, tmp_path:
 def test_a_margin_condition_is_validated(fields: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="margin"):
         Rule(id="r", strategy="none", **fields)
+
+
+def test_a_request_no_margin_rule_can_reach_is_not_ranked(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
+    # The margin rules are for another model: this request meets none of them, so nothing is ranked for it.
+    (tmp_path / "policy.toml").write_text(
+        POLICY.replace('id = "stands-out"', 'id = "stands-out"\nmodel = "gpt-*"').replace(
+            'id = "close-call"', 'id = "close-call"\nmodel = "gpt-*"'
+        )
+    )
+    client = make_client(policy_file=str(tmp_path / "policy.toml"))
+    response = client.post("/v1/chat/completions", json=STANDS_OUT, headers={"X-Context-Strategy": "auto"})
+    assert response.headers["x-context-policy"].startswith("none; reason=no-rule-matched")
+    assert "contextlift_rankings_total{" not in client.get("/metrics").text
