@@ -122,6 +122,9 @@ def create_app(
     )
     if real_embedder is None:
         state.embedder_ready.set()
+    # The file's time before it is read: a change made while the app starts is then seen by the watcher, which
+    # otherwise took its first reading only once running and missed an edit made in between.
+    policy_seen = _mtime(Path(settings.policy_file)) if settings.policy_file != BUILT_IN else None
     try:
         state.policy = load_policy(settings.policy_file, state.resolve, settings.policy_max_bytes)
     except PolicyError as error:
@@ -142,7 +145,7 @@ def create_app(
         log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
         if state.shadow is not None:
             state.shadow.start()
-        watching = asyncio.create_task(_watch_policy(state)) if settings.policy_file != BUILT_IN else None
+        watching = asyncio.create_task(_watch_policy(state, policy_seen)) if settings.policy_file != BUILT_IN else None
         try:
             yield
         finally:
@@ -277,7 +280,11 @@ class ProxyApp(Litestar):
         await super().__call__(scope, receive, send)
 
 
-async def _watch_policy(state: ProxyState) -> None:
+_READ_AT_START = -1.0
+"""`_watch_policy`'s `seen` when the caller has no reading of its own: the watcher takes one when it starts."""
+
+
+async def _watch_policy(state: ProxyState, seen: float | None = _READ_AT_START) -> None:
     """Re-read the policy file on SIGHUP and when its modification time changes (checked every
     `policy_poll_seconds`); a file that does not validate leaves the policy in force. The file is read and parsed
     in a worker thread (a large or deep one costs seconds of CPU), and nothing a file holds ends the watcher: once
@@ -290,7 +297,8 @@ async def _watch_policy(state: ProxyState) -> None:
         loop.add_signal_handler(signal.SIGHUP, hangup.set)
         installed = True
     path = Path(state.settings.policy_file)
-    seen = await _modified(path)
+    if seen == _READ_AT_START:
+        seen = await _modified(path)
     try:
         while True:
             with contextlib.suppress(TimeoutError):
@@ -313,16 +321,16 @@ async def _watch_policy(state: ProxyState) -> None:
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 async def _modified(path: Path) -> float | None:
     """The file's modification time, from a worker thread (a stat on a network file system can block)."""
-
-    def stat() -> float | None:
-        try:
-            return path.stat().st_mtime
-        except OSError:
-            return None
-
-    return await anyio.to_thread.run_sync(stat, abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(_mtime, path, abandon_on_cancel=True)
 
 
 def _freeze_startup_objects(settings: Settings) -> None:
