@@ -310,6 +310,17 @@ class Settings(BaseSettings):
         "Off: without an operator key shadow evaluation runs nothing, and each drawn sample is counted as "
         "skipped (contextlift_shadow_samples, outcome skipped-no-key).",
     )
+    shadow_probes: bool = Field(
+        False,
+        description="Also run positional probes on each sampled request with at least shadow_probe_min_documents "
+        "documents: a synthetic fact (fresh names and values found nowhere in the request) is written into one of "
+        "its documents, that document is placed first, in the middle and last, and the question is replaced by "
+        "the probe's; the served pipeline and each candidate are scored on whether the answer holds the value. "
+        "Probes spend from the shadow budget; `contextlift shadow-report` tables accuracy by position.",
+    )
+    shadow_probe_min_documents: int = Field(
+        3, ge=3, le=1000, description="Fewest documents a sampled request needs for positional probes."
+    )
     shadow_max_body_bytes: int = Field(
         1024 * 1024,
         ge=1024,
