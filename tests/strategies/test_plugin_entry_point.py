@@ -1,6 +1,6 @@
-"""The README's example strategy, installed the way a user installs one (a distribution on the path whose
-metadata publishes it under `contextlift.strategies`), is found by the registry and runs in a pipeline; a
-plugin that reuses a taken name is refused."""
+"""The example strategy of docs/writing-a-strategy.md, installed the way a user installs one (a distribution on
+the path whose metadata publishes it under `contextlift.strategies`), is found by the registry and runs in a
+pipeline; a plugin that reuses a taken name is refused."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
 from tests.strategies.scripted import ScriptedUpstream
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-a-strategy.md"
 
 
 def example() -> tuple[str, dict[str, str]]:
-    """The strategy module and the entry points of the README's "Write a strategy" section, as written there."""
-    section = README.read_text().split("## Write a strategy", 1)[1].split("\n## ", 1)[0]
+    """The strategy module and the entry points of the "Writing a strategy" guide, as written there."""
+    section = GUIDE.read_text()
     code = re.search(r"```python\n(.*?)```", section, re.S)
     toml = re.search(r"```toml\n(.*?)```", section, re.S)
     assert code
@@ -35,13 +35,13 @@ def install(site: Path, name: str, module: str, entries: dict[str, str]) -> None
     (info / "entry_points.txt").write_text(f"[contextlift.strategies]\n{lines}")
 
 
-def test_the_readme_example_is_a_whole_strategy_in_about_twenty_lines() -> None:
+def test_the_guide_example_is_a_whole_strategy_in_about_twenty_lines() -> None:
     code, entries = example()
     assert len(code.strip().splitlines()) <= 25
     assert set(entries) == {"dedupe"}
 
 
-async def test_the_readme_example_installs_through_its_entry_point_and_runs(
+async def test_the_guide_example_installs_through_its_entry_point_and_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     install(tmp_path, "contextlift-dedupe", "contextlift_dedupe", example()[1])
