@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Any
@@ -33,7 +34,16 @@ def on_files(files: Any, config: Any) -> Any:
 
 def _cell(text: object) -> str:
     """Text safe inside a markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _prose(" ".join(str(text).split())).replace("|", "\\|")
+
+
+def _prose(text: str) -> str:
+    """Text from the code read as written: outside `code spans`, no emphasis, HTML or link is made of it
+    (`{"*": "none"}`, `"<kb>"` and `[{...}]` appear in descriptions)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    for index in range(0, len(parts), 2):
+        parts[index] = re.sub(r"([\\*_\[\]])", r"\\\1", parts[index]).replace("<", "&lt;").replace(">", "&gt;")
+    return "".join(parts)
 
 
 def _code(value: object) -> str:
@@ -145,7 +155,7 @@ def strategies_page() -> str:
     ]
     for name in registry.names():
         strategy = registry.get(name)
-        lines += [f"## `{name}`", "", _first_paragraph(type(strategy).__doc__), ""]
+        lines += [f"## `{name}`", "", _prose(_first_paragraph(type(strategy).__doc__)), ""]
         capabilities = [
             f"role: {strategy.role.value}",
             f"needs documents: {'yes' if strategy.needs_documents else 'no'}",
