@@ -27,7 +27,12 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     add_merge_arguments(merge)
     merge.set_defaults(run=_merge, settings=False)
     policy = commands.add_parser("policy", help="write a policy for `auto` from eval reports (or print an example)")
-    policy.add_argument("reports", nargs="*", type=Path, help="report folders (each with results.json and run.json)")
+    policy.add_argument(
+        "reports",
+        nargs="*",
+        type=Path,
+        help="eval report folders (results.json and run.json) or shadow-report folders (probes.json)",
+    )
     policy.add_argument("--out", type=Path, help="the policy file (default: standard output)")
     policy.add_argument("--max-cost", help="ceiling relative to none, e.g. calls=2,latency=1.5")
     policy.add_argument("--example", action="store_true", help="print a small valid policy file with comments")
@@ -46,8 +51,13 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     rankers.add_argument("--seed", type=int, default=0, help="seed of every generated case (default 0)")
     rankers.set_defaults(run=_eval_rankers, settings=False)
     shadow = commands.add_parser("shadow-report", help="report what shadow evaluation found on live traffic")
-    shadow.add_argument("sink", type=Path, help="the proxy's shadow_sink file (its rotated files are read too)")
-    shadow.add_argument("--out", type=Path, required=True, help="folder for report.md and report.html")
+    shadow.add_argument(
+        "sinks",
+        nargs="+",
+        type=Path,
+        help="shadow_sink files (their rotated files are read too), or folders of *.jsonl sinks (one per replica)",
+    )
+    shadow.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and probes.json")
     shadow.set_defaults(run=_shadow_report, settings=False)
 
 
@@ -104,13 +114,17 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
     from eval.shadow_report import write_shadow_report
 
     try:
-        summary = write_shadow_report(args.sink, args.out)
+        summary = write_shadow_report(args.sinks, args.out)
     except (OSError, ValueError) as error:
         print(f"contextlift shadow-report: {error}", file=sys.stderr)
         return 2
     share = summary["position_sensitive"]
     print(f"{summary['requests']} requests; position-sensitive {share.value:.3f} [{share.low:.3f}, {share.high:.3f}]"
           f"; {summary['skipped']} malformed lines skipped")  # fmt: skip
+    for group in summary["probes"]:
+        held = [row["strategy"] for row in group["lift"] if row["significant"]]
+        print(f"probes {group['model'] or '(no model)'} / {group['format']}: {group['probes']} probes; lift holds for "
+              + (", ".join(held) or "no pipeline"))  # fmt: skip
     print(f"report: {args.out / 'report.md'}")
     return 0
 

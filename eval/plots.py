@@ -44,7 +44,7 @@ def draw(data: dict[str, Any], folder: Path) -> dict[str, list[str]]:
                 for size in sizes:
                     baselines = _baselines_of(variant, [a for a in rows if a["size"] == size])
                     path = folder / f"{_slug(task, variant, str(size))}-position.png"
-                    _position_plot(
+                    position_plot(
                         [a for a in cells if a["size"] == size],
                         baselines,
                         order,
@@ -60,7 +60,7 @@ def draw(data: dict[str, Any], folder: Path) -> dict[str, list[str]]:
     return drawn
 
 
-def _position_plot(
+def position_plot(
     cells: Sequence[dict[str, Any]],
     baselines: Sequence[dict[str, Any]],
     order: Sequence[str],

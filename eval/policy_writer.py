@@ -1,8 +1,10 @@
-"""A policy for `auto`, written from eval reports: per model and prompt shape, the pipeline with the best
-measured lift that holds in some regime and is significantly below `none` in none, by the report's own rule
-(eval.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction over the
-regime's pipelines), within the operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a
-comment saying why. A smoke-test report (the quick profile) yields no rule.
+"""A policy for `auto`, written from eval reports and shadow reports: per model and prompt shape, the pipeline
+with the best measured lift that holds in some regime and is significantly below `none` in none, by the report's
+own rule (eval.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction
+over the regime's pipelines), within the operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a
+comment saying why. A smoke-test report (the quick profile) yields no rule. A shadow-report folder (its
+`probes.json`: positional probes on live traffic) yields rules per model and detected format by the same rule,
+each with the probe run as its evidence.
 
 The file is written as text rather than through a TOML writer: its comments, which carry the reasoning next to
 each rule, are the point, and TOML writers drop comments. It is read back through the proxy's own schema before
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.best_pipeline import SMOKE_PROFILES, harmful, significant
+from eval.probe_report import PROBES_FILE
 from eval.stats import ALPHA, MIN_DISCORDANT
 
 SHAPE_FORMATS = {
@@ -86,6 +89,9 @@ def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
     ]
     ids: set[str] = set()
     for report in reports:
+        if (report / PROBES_FILE).exists() and not (report / "results.json").exists():
+            lines += _probe_rules(report, json.loads((report / PROBES_FILE).read_text()), ceiling, ids)
+            continue
         results = json.loads((report / "results.json").read_text())
         run = json.loads((report / "run.json").read_text())
         lines += _rules(report, results, run, ceiling, ids)
@@ -151,41 +157,92 @@ def _rules(
             f"documents = [2, {max(2, sizes[task])}]",
             f"formats = [{json.dumps(fmt)}]",
             f"strategy = {json.dumps(strategy)}",
-            "evidence = { "
-            + ", ".join(
-                [
-                    f"id = {json.dumps(evidence_id)}",
-                    f"lift = {row['value']:.4f}",
-                    f"ci95 = [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
-                    f"n = {int(row['n'])}",
-                    f"test = {json.dumps(row.get('test', 'mcnemar-exact'))}",
-                    f"p = {float(row.get('p_holm', row.get('p', 1.0))):.3g}",
-                    f"correction = {json.dumps('holm/' + str(int(row.get('family', 1))))}",
-                    f"report = {json.dumps(str(report))}",
-                    f"date = {json.dumps(date)}",
-                ]
-            )
-            + " }",
+            _evidence(evidence_id, row, report, date),
         ]
     return out
+
+
+def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str]) -> list[str]:
+    """Rules from a shadow report's positional probes: per model and format, the pipeline with the highest lift
+    over `none` that holds, within the cost ceiling; a comment where none does."""
+    if data.get("kind") != "contextlift-shadow-probes":
+        raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file")
+    out: list[str] = []
+    for group in data.get("groups", []):
+        model, fmt = str(group["model"]), str(group["format"])
+        where = f"{model or '(no model)'} / {fmt}: {group['probes']} probes from live traffic"
+        qualified = [r for r in group["lift"] if significant(r) and ceiling.allows(r.get("cost"))]
+        out.append("")
+        if not qualified:
+            out += [
+                f"# {where}: no rule. No pipeline's lift over none holds (above zero, at least {MIN_DISCORDANT}",
+                f"# pairs that differ, Holm-corrected exact p below {ALPHA}) within the cost ceiling.",
+                *_closest(group["lift"]),
+            ]
+            continue
+        row = max(qualified, key=lambda r: (r["value"], r["ci95"][0]))
+        glob = _literal_glob(model) if model else "*"
+        date = str(group["last"])[:10] or "unknown"
+        out += [
+            f"# {where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
+            "[[rule]]",
+            f"id = {json.dumps(_unique('probe-' + (model or 'any') + '-' + fmt, ids))}",
+            f"model = {json.dumps(glob)}",
+            f"documents = [{int(group['documents'][0])}, {int(group['documents'][1])}]",
+            f"formats = [{json.dumps(fmt)}]",
+            f"strategy = {json.dumps(row['strategy'])}",
+            _evidence(_printable(f"{report.name}#probes/{model}/{fmt}/{row['strategy']}"), row, report, date),
+        ]
+    return out
+
+
+def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) -> str:
+    """A rule's `evidence` line, from a lift row (an eval report's or a probe group's)."""
+    fields = [
+        f"id = {json.dumps(evidence_id)}",
+        f"lift = {row['value']:.4f}",
+        f"ci95 = [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
+        f"n = {int(row['n'])}",
+        f"test = {json.dumps(row.get('test', 'mcnemar-exact'))}",
+        f"p = {float(row.get('p_holm', row.get('p', 1.0))):.3g}",
+        f"correction = {json.dumps('holm/' + str(int(row.get('family', 1))))}",
+        f"report = {json.dumps(str(report))}",
+        f"date = {json.dumps(date)}",
+    ]
+    return "evidence = { " + ", ".join(fields) + " }"
+
+
+def _closest(rows: list[dict[str, Any]]) -> list[str]:
+    """The comment line naming the candidate closest to holding, if any."""
+    closest = min(rows, key=lambda r: (r.get("p_holm", 1.0), -r["value"]), default=None)
+    if closest is None:
+        return []
+    return [
+        f"# Closest: {closest['strategy']}{' (' + closest['variant'] + ')' if closest.get('variant') else ''} lift "
+        f"{closest['value']:+.3f}, wins/losses {closest.get('wins', '-')}/{closest.get('losses', '-')}, "
+        f"p (Holm) {float(closest.get('p_holm', closest.get('p', 1.0))):.2g}, n {closest['n']}."
+    ]
+
+
+def _literal_glob(model: str) -> str:
+    """A glob matching exactly `model` (fnmatch's special characters each in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in model)[:200]
+
+
+def _printable(text: str) -> str:
+    """Printable ASCII (an evidence id is sent in a header), at most 200 characters."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text)[:200]
 
 
 def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The comment left where a rule would go: why no pipeline qualified, with the closest candidate's figures."""
     rows = [r for rows in by_strategy.values() for r in rows]
-    closest = min(rows, key=lambda r: (r.get("p_holm", 1.0), -r["value"]), default=None)
-    lines = [
+    return [
         f"# {task} ({shape} prompts, detected as {fmt}) on {model}: no rule. No pipeline's lift holds (above zero,",
         f"# at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}) without a significant",
         "# loss in another regime, within the cost ceiling, so auto applies none to these requests.",
+        *_closest(rows),
     ]
-    if closest is not None:
-        lines.append(
-            f"# Closest: {closest['strategy']} ({closest['variant']}) lift {closest['value']:+.3f}, "
-            f"wins/losses {closest.get('wins', '-')}/{closest.get('losses', '-')}, "
-            f"p (Holm) {float(closest.get('p_holm', closest.get('p', 1.0))):.2g}, n {closest['n']}."
-        )
-    return lines
 
 
 def _unique(name: str, ids: set[str]) -> str:

@@ -1,7 +1,12 @@
-"""`contextlift shadow-report SINK --out DIR`: what shadow evaluation found on live traffic, as `report.md` and
-`report.html`. The share of position-sensitive requests (the served answer changed when the documents were
-reordered), each candidate's agreement with the served answer and its cost relative to it, all with 95%
-intervals, overall and per day."""
+"""`contextlift shadow-report SINK [SINK ...] --out DIR`: what shadow evaluation found on live traffic, as
+`report.md` and `report.html`. The share of position-sensitive requests (the served answer changed when the
+documents were reordered), each candidate's agreement with the served answer and its cost relative to it, all
+with 95% intervals, overall and per day; with positional probes on (`shadow_probes`), accuracy by position and
+each pipeline's lift per model and format (eval.probe_report), also written as `probes.json` for
+`contextlift policy`.
+
+Many replicas write many sinks: each SINK is a file (its rotated files are read too) or a folder, whose `*.jsonl`
+files are each read as a sink (a shared volume the replicas of a Deployment write to, one file each)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
 
 from eval.html import render_html
+from eval.probe_report import PROBES_FILE, probe_groups, probe_section
 from eval.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
 
@@ -32,10 +38,28 @@ class _Row(BaseModel):
     seconds: float
 
 
+class _ProbeRun(BaseModel):
+    strategy: str
+    position: Literal["first", "middle", "last"]
+    correct: bool
+    error: str | None = None
+    calls: float = 0.0
+    seconds: float = 0.0
+
+
+class _Probe(BaseModel):
+    kind: str
+    format: str
+    documents: int
+    runs: list[_ProbeRun]
+
+
 class _Record(BaseModel):
     """What the report reads of a record: a line that does not fit is skipped and counted, never a traceback."""
 
     candidates: list[_Row]
+    probe: _Probe | None = None
+    model: str = ""
     position_sensitive: bool | None = None
     time: str = ""
     calls: float = 0.0
@@ -51,15 +75,20 @@ class SinkRead:
     """Lines that are not a record the report can read: torn, not JSON, not of a record's shape."""
 
 
-def read_sink(path: Path) -> SinkRead:
-    """The records of the sink and its rotated files, oldest first. Lines are split on `\\n` only (a record's
-    text can hold U+2028, U+2029 or U+0085, which `str.splitlines` also splits on), each decoded on its own, so a
-    torn byte or a malformed line costs that line only."""
+def read_sinks(paths: Sequence[Path]) -> SinkRead:
+    """The records of every sink named (a file with its rotated files, or a folder of `*.jsonl` sinks), each
+    sink's oldest first. Lines are split on `\\n` only (a record's text can hold U+2028, U+2029 or U+0085, which
+    `str.splitlines` also splits on), each decoded on its own, so a torn byte or a malformed line costs that line
+    only."""
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
     from proxy.shadow_sink import sink_files
 
+    files = []
+    for path in paths:
+        sinks = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        files += [file for sink in sinks for file in sink_files(sink)]
     records, skipped = [], 0
-    for file in sink_files(path):
+    for file in files:
         for line in file.read_bytes().split(b"\n"):
             if not line.strip():
                 continue
@@ -72,6 +101,11 @@ def read_sink(path: Path) -> SinkRead:
             # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
             records.append({**record, **read.model_dump()})
     return SinkRead(records, skipped)
+
+
+def read_sink(path: Path) -> SinkRead:
+    """The records of one sink (see `read_sinks`)."""
+    return read_sinks([path])
 
 
 def sink_records(path: Path) -> list[dict[str, Any]]:
@@ -127,14 +161,17 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def render_markdown(records: Sequence[dict[str, Any]], source: Path, skipped: int = 0) -> str:
+def render_markdown(
+    records: Sequence[dict[str, Any]], source: str, skipped: int = 0, probes: Sequence[str] = ()
+) -> str:
+    """The report's text; `probes` is the positional-probe section's lines (eval.probe_report)."""
     summary = summarise(records)
     times = sorted(str(r.get("time", "")) for r in records)
     span = f"{times[0]} to {times[-1]}" if times else "no records"
     lines = [
         "# Shadow evaluation",
         "",
-        f"{summary['requests']} sampled requests from `{source.name}`, {span}"
+        f"{summary['requests']} sampled requests from {source}, {span}"
         + (f"; {skipped} malformed lines skipped" if skipped else "")
         + ". Without ground truth: an answer *agrees* when it equals the served one after normalisation or its "
         "embedding is within cosine 0.75 of it.",
@@ -162,6 +199,7 @@ def render_markdown(records: Sequence[dict[str, Any]], source: Path, skipped: in
             f"{_ratio(c['tokens_ratio'])} | {_ratio(c['seconds_ratio'])} {_interval(c['seconds_ratio'], ratio=True)} "
             f"| {c['agrees'].n} |"
         )
+    lines += [*([""] if probes else []), *probes]
     lines += ["", "## Per day", "", "| day | requests | position-sensitive | 95% CI |", "|---|---|---|---|"]
     for day, group in _by_day(records):
         share = summarise(group)["position_sensitive"]
@@ -169,20 +207,38 @@ def render_markdown(records: Sequence[dict[str, Any]], source: Path, skipped: in
     return "\n".join(lines) + "\n"
 
 
-def write_shadow_report(sink: Path, out: Path) -> dict[str, Any]:
-    """Write `report.md` and `report.html` for the records of `sink` into `out`; returns the summary.
+def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
+    """Write `report.md`, `report.html` and (with probes) `probes.json` for the records of `sinks` into `out`;
+    returns the summary, with the probe groups under `probes`.
 
     Raises:
-        ValueError: the sink holds no record.
+        ValueError: the sinks hold no record.
     """
-    read = read_sink(sink)
+    read = read_sinks(sinks)
+    names = ", ".join(f"`{s.name}`" for s in sinks)
     if not read.records:
-        raise ValueError(f"no shadow records in {sink} (or its rotated files); {read.skipped} malformed lines skipped")
+        raise ValueError(f"no shadow records in {names} (or rotated files); {read.skipped} malformed lines skipped")
     out.mkdir(parents=True, exist_ok=True)
-    markdown = render_markdown(read.records, sink, read.skipped)
+    groups = probe_groups(read.records)
+    markdown = render_markdown(read.records, names, read.skipped, probe_section(groups, out))
     (out / "report.md").write_text(markdown, encoding="utf-8")
     (out / "report.html").write_text(render_html(markdown, out), encoding="utf-8")
-    return {**summarise(read.records), "skipped": read.skipped}
+    if groups:
+        written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": [str(s) for s in sinks],
+                   "groups": groups}  # fmt: skip
+        (out / PROBES_FILE).write_text(json.dumps(_finite(written), indent=1, allow_nan=False) + "\n")
+    return {**summarise(read.records), "skipped": read.skipped, "probes": groups}
+
+
+def _finite(value: Any) -> Any:
+    """NaN (an empty cell's interval) as null, so probes.json is JSON every reader takes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

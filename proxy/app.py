@@ -255,6 +255,8 @@ def _shadow(
             body, limits=state.document_limits, declared=state.declared_formats, shape=shape
         ),
         may_call=may_call,
+        probes=settings.shadow_probes,
+        probe_min_documents=settings.shadow_probe_min_documents,
     )
 
 

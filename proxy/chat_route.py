@@ -25,7 +25,7 @@ from proxy.errors import (
 )
 from proxy.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
 from proxy.off_loop import LARGE_BODY, off_loop, reading
-from proxy.policy import Auto, RequestFeatures, ranker_margin
+from proxy.policy import Auto, RequestFeatures, detected_format, ranker_margin
 from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from proxy.request_upstream import RequestUpstream
 from proxy.shadow_case import ShadowCase
@@ -140,7 +140,7 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
         model=record.model,
         documents=len(found.documents),
         document_tokens=tokens,
-        format=found.detection.split(";", 1)[0].split(":", 1)[0].strip(),
+        format=detected_format(found),
         stream=found.stream,
     )
     wanted = state.policy.margin_rankers(features)

@@ -100,6 +100,11 @@ class ProxyMetrics:
             "contextlift_shadow_upstream_calls", "Upstream calls made by shadow runs of a candidate.", ["candidate"],
             registry=self.registry,
         )  # fmt: skip
+        self.shadow_probes = Counter(
+            "contextlift_shadow_probes", "Positional probe runs (shadow_probes), by the needle's position (first, "
+            "middle, last), the pipeline (none, served, or a candidate) and outcome (correct, wrong, error).",
+            ["model", "position", "pipeline", "outcome"], registry=self.registry,
+        )  # fmt: skip
         self.shadow_latency_ratio = Histogram(
             "contextlift_shadow_latency_ratio", "A candidate's wall time over the served request's.", ["candidate"],
             buckets=(0.5, 1, 1.5, 2, 3, 5, 10, 20), registry=self.registry,

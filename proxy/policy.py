@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from strategies import Pipeline
+from strategies import ChatRequest, Pipeline
 
 AUTO = "auto"
 """The selection that asks for the policy's choice."""
@@ -255,6 +255,11 @@ def _matches(rule: Rule, features: RequestFeatures, *, margin: bool = True) -> b
         if value is None or not rule.ranker_margin[0] <= value <= rule.ranker_margin[1]:
             return False
     return rule.stream is None or rule.stream == features.stream
+
+
+def detected_format(request: ChatRequest) -> str:
+    """The detected format's name, as a rule's `formats` reads it (`paragraphs; region=fence` -> `paragraphs`)."""
+    return request.detection.split(";", 1)[0].split(":", 1)[0].strip()
 
 
 def ranker_margin(scores: Sequence[float]) -> float | None:

@@ -2,7 +2,9 @@
 is run again in the background: with each candidate pipeline, and with the served pipeline on its documents in
 two other orders (reversed; one random permutation). Without ground truth, a record says how often each
 candidate agrees with the served answer and what it costs, and whether the served answer depends on where the
-documents sit (position sensitivity: the population the strategies exist for).
+documents sit (position sensitivity: the population the strategies exist for). With `shadow_probes` on, it
+also asks positional probes built from the request's own documents (proxy.shadow_probes): accuracy by position,
+for `none`, the served pipeline and each candidate.
 
 The client never waits for any of it: `submit` only queues (a full queue drops and counts), the work has its own
 connection pool and budget, and it is cancelled at shutdown.
@@ -15,7 +17,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,8 +29,10 @@ from proxy import json_text
 from proxy.errors import UpstreamError
 from proxy.key_guard import credential_guards
 from proxy.metrics import ProxyMetrics
+from proxy.policy import detected_format
 from proxy.request_upstream import RequestUpstream
-from proxy.shadow_case import ShadowCase
+from proxy.shadow_case import ShadowAnswer, ShadowCase
+from proxy.shadow_probes import ProbePlan, captured_probe, observe_probe, plan_probe, probe_record, run_probe
 from proxy.shadow_sink import ShadowSink
 from proxy.upstream import UpstreamClient
 from strategies import ChatRequest, Completion, Pipeline, Services, UpstreamFailure, run_pipeline
@@ -42,15 +46,6 @@ _NOT_FOR_SHADOW = ("stream", "stream_options", "n")
 """A shadow call wants one whole answer to compare."""
 _STRATEGY_FIELD = "context_strategy"
 """The body field selecting strategies (`proxy.state.STRATEGY_FIELD`), which serving consumed and never sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class ShadowAnswer:
-    text: str
-    calls: int
-    tokens: int
-    seconds: float
-    error: str | None = None
 
 
 class ShadowBudget:
@@ -108,6 +103,8 @@ class Shadow:
         detect: Callable[[Mapping[str, Any], str | None], ChatRequest] | None = None,
         seed: int | None = None,
         may_call: bool = True,
+        probes: bool = False,
+        probe_min_documents: int = 3,
     ) -> None:
         self.rate = rate
         self.candidates = tuple(candidates)
@@ -124,6 +121,8 @@ class Shadow:
         self._detect = detect
         self._sampler = random.Random(seed)
         self._may_call = may_call
+        self._probes = probes
+        self._probe_min_documents = probe_min_documents
         self._tasks: list[asyncio.Task[None]] = []
         self.records = 0
         """Records written (or counted, without a sink) so far."""
@@ -189,9 +188,17 @@ class Shadow:
             return
         body = found.body
         request = replace(found, body={k: v for k, v in found.body.items() if k not in _NOT_FOR_SHADOW})
-        orders = _other_orders(len(request.documents), _seed_of(request))
+        seed = _seed_of(request)
+        orders = _other_orders(len(request.documents), seed)
         served_calls_each = case.served.max_upstream_calls()
         planned = sum(p.max_upstream_calls() for _, p in self.candidates) + (1 + len(orders)) * served_calls_each
+        probe: ProbePlan | None = None
+        if self._probes:
+            # Building it is in proportion to the request (its text is searched for fresh names): off the loop.
+            probe = await anyio.to_thread.run_sync(
+                plan_probe, request, case.served, self.candidates, seed, self._probe_min_documents
+            )
+            planned += probe.calls if probe is not None else 0
         # The served request's own tokens per call are the best estimate of a shadow call's.
         estimate = planned * max(1, served_tokens // max(1, served_calls))
         if not self._budget.take(planned, estimate):
@@ -206,12 +213,18 @@ class Shadow:
             moved = request.with_documents([request.documents[i] for i in order])
             runs.append((f"order={name}", case.served, moved))
         answers = [await self._ask(pipeline, asked, case) for _, pipeline, asked in runs]
-        spent = sum(a.tokens for a in answers)
+        probed = await run_probe(probe, lambda p, asked: self._ask(p, asked, case)) if probe is not None else []
+        spent = sum(a.tokens for a in (*answers, *probed))
         self._budget.correct(estimate, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
             self._record, case, body, request, served_calls, served_tokens, served_seconds, runs, answers, similarities
         )
+        if probe is not None:
+            record["probe"] = probe_record(probe, probed)
+            if self._capture:
+                record["captured"]["probe"] = captured_probe(probe, probed, self._blanker(case))
+            observe_probe(self._metrics, case.model, probe, record["probe"])
         self._observe(record, case)
         if self._sink is not None:
             try:
@@ -311,6 +324,7 @@ class Shadow:
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
             "request": _digest(json_text.dumps(body, compact=True)),
             "model": (case.model or "")[:200],
+            "format": detected_format(request),
             "documents": len(request.documents),
             "served": case.served.label,
             "answer": _digest(served),
@@ -323,17 +337,7 @@ class Shadow:
             "position_sensitive": sensitive,
         }
         if self._capture:
-            # Headers are never written. A key can still be in a body or an answer (a client that pasted it, an
-            # upstream that echoes it): the operator's key and every credential the client sent (any header
-            # `credential_guards` counts as one) are blanked.
-            guards = [self._upstream.guard(self._upstream.forwarded(case.inbound_headers))]
-            guards += credential_guards(case.inbound_headers)
-
-            def blank(text: str) -> str:
-                for guard in guards:
-                    text = guard.blank_text(text)
-                return text
-
+            blank = self._blanker(case)
             kept = {k: v for k, v in body.items() if k not in self._redact}
             record["captured"] = {
                 "body": json_text.loads(blank(json_text.dumps(kept, compact=True))),
@@ -341,6 +345,20 @@ class Shadow:
                 "answers": [blank(a.text) for a in answers],
             }
         return record
+
+    def _blanker(self, case: ShadowCase) -> Callable[[str], str]:
+        """Headers are never written. A key can still be in a body or an answer (a client that pasted it, an
+        upstream that echoes it): the operator's key and every credential the client sent (any header
+        `credential_guards` counts as one) are blanked from captured text."""
+        guards = [self._upstream.guard(self._upstream.forwarded(case.inbound_headers))]
+        guards += credential_guards(case.inbound_headers)
+
+        def blank(text: str) -> str:
+            for guard in guards:
+                text = guard.blank_text(text)
+            return text
+
+        return blank
 
     def _observe(self, record: dict[str, Any], case: ShadowCase) -> None:
         metrics = self._metrics

@@ -22,6 +22,17 @@ MAX_ANSWER_CHARS = 64 * 1024
 """The served answer is kept up to here: enough to compare any chat answer, bounded against an endless stream."""
 
 
+@dataclass(frozen=True, slots=True)
+class ShadowAnswer:
+    """One shadow run's answer and what it cost."""
+
+    text: str
+    calls: int
+    tokens: int
+    seconds: float
+    error: str | None = None
+
+
 @dataclass(slots=True)
 class ShadowCase:
     """The client's request as parsed, the pipeline that served it, and its answer as relayed."""

@@ -1,0 +1,204 @@
+"""Positional probes on live traffic (`shadow_probes`), the loop end to end: requests sent through the proxy with
+shadow on, `contextlift shadow-report`, `contextlift policy`, `auto` reading the policy. A scripted
+position-sensitive upstream (it reads only the first and last quarter of the prompt, as a model lost in the
+middle would) gives a U-shaped probe table and a rule for the candidate that recovers the middle; a
+position-blind one gives a flat table and no rule. The sink holds no needle or document text unless capture is
+on."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from eval.litm import Passage, qa_prompt
+from proxy.cli import main
+from tests.fakes import FakeUpstream, completion
+from tests.proxy.test_shadow_evaluation import metric, settle
+
+_SEVEN_DIGITS = re.compile(r"(?<!\d)\d{7}(?!\d)")
+SERVED_WITH_NONE = {"X-Context-Strategy": "none"}
+PROBES = "contextlift_shadow_probes_total"
+_TOPICS = ("harbour", "glacier", "orchard", "violin", "comet", "quarry", "lantern", "meadow", "falcon", "canyon")
+
+
+def prompt_text(request: httpx.Request) -> str:
+    messages = json.loads(request.content)["messages"]
+    return "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+
+
+def lost_in_the_middle(request: httpx.Request) -> httpx.Response:
+    """A fake upstream that reads only the first and last quarter of its prompt."""
+    text = prompt_text(request)
+    quarter = len(text) // 4
+    found = _SEVEN_DIGITS.findall(text[:quarter] + "\n" + text[-quarter:])
+    return httpx.Response(200, json=completion(f"The answer is {found[0]}." if found else "I cannot tell."))
+
+
+def reads_everything(request: httpx.Request) -> httpx.Response:
+    """A fake upstream that finds the value wherever it sits."""
+    found = _SEVEN_DIGITS.findall(prompt_text(request))
+    return httpx.Response(200, json=completion(f"The answer is {found[0]}." if found else "I cannot tell."))
+
+
+def request_body(number: int) -> dict[str, Any]:
+    """Lost in the Middle's QA prompt over nine documents of even length, different per request."""
+    passages = [
+        Passage(
+            f"{topic.title()} {number}",
+            f"The {topic} of site {number} was surveyed in spring; its notes describe "
+            f"the {topic} in plain words, with nothing else of note recorded there.",
+        )
+        for topic in _TOPICS[:9]
+    ]
+    return {
+        "model": "fake-model",
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": qa_prompt(f"What was surveyed at site {number}?", passages)}],
+    }
+
+
+def run_traffic(make_client: Any, fake: FakeUpstream, answer: Any, sink: Path, requests: int, **extra: Any) -> Any:
+    fake.queue(*[answer] * 2000)
+    client = make_client(
+        shadow_rate=1.0,
+        shadow_use_client_key=True,
+        shadow_strategies=["reorder"],
+        shadow_probes=True,
+        shadow_sink=str(sink),
+        shadow_queue=100,
+        shadow_calls_per_minute=100_000,
+        **extra,
+    )
+    for number in range(requests):
+        response = client.post(
+            "/v1/chat/completions", json=request_body(number), headers={"X-Context-Strategy": "none"}
+        )
+        assert response.status_code == 200
+    settle(client)
+    return client
+
+
+def report_and_policy(tmp_path: Path, sink: Path) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "report"
+    assert main(["shadow-report", str(sink), "--out", str(out)]) == 0
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml")]) == 0
+    return json.loads((out / "probes.json").read_text()), (tmp_path / "policy.toml").read_text()
+
+
+def accuracy(group: dict[str, Any], strategy: str) -> dict[str, float]:
+    return {a["position"]: a["value"] for a in group["accuracy"] if a["strategy"] == strategy}
+
+
+def test_a_position_sensitive_upstream_gives_a_u_and_a_rule_for_the_candidate_that_recovers_the_middle(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    client = run_traffic(make_client, fake, lost_in_the_middle, sink, requests=12)
+    probes, policy = report_and_policy(tmp_path, sink)
+    [group] = probes["groups"]
+    assert (group["model"], group["format"], group["probes"]) == ("fake-model", "litm", 12)
+    assert set(group["kinds"]) == {"literal", "one-hop"}
+    assert accuracy(group, "none") == {"first": 1.0, "middle": 0.0, "last": 1.0}
+    assert group["u_depth"]["none"]["value"] == 1.0
+    assert accuracy(group, "reorder") == {"first": 1.0, "middle": 1.0, "last": 1.0}
+    [lift] = group["lift"]
+    assert (lift["strategy"], lift["wins"], lift["losses"], lift["significant"]) == ("reorder", 12, 0, True)
+    assert lift["p_holm"] < 0.001
+    rule = tomllib.loads(policy)["rule"][0]
+    assert (rule["strategy"], rule["model"], rule["formats"], rule["documents"]) == ("reorder", "fake-model",
+                                                                                   ["litm"], [9, 9])  # fmt: skip
+    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/reorder"
+    assert (rule["evidence"]["n"], rule["evidence"]["correction"]) == (36, "holm/1")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## Positional probes" in report
+    assert "![probe accuracy by position](plots/" in report
+    # Per position and pipeline, in the metrics too (12 probes: none is wrong in the middle each time).
+    assert metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="none", outcome="wrong") == 12
+    assert (
+        metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="reorder", outcome="correct")
+        == 12
+    )
+
+    # The loop closes: auto, reading the policy written from the probes, applies reorder to such a request.
+    fake.queue(lost_in_the_middle)
+    auto = make_client(policy_file=str(tmp_path / "policy.toml"))
+    response = auto.post("/v1/chat/completions", json=request_body(99), headers={"X-Context-Strategy": "auto"})
+    assert response.headers["x-context-strategy"].startswith("reorder")
+    assert "report#probes/fake-model/litm/reorder" in response.headers["x-context-policy"]
+
+
+def test_a_position_blind_upstream_gives_a_flat_table_and_no_rule(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    run_traffic(make_client, fake, reads_everything, sink, requests=12)
+    probes, policy = report_and_policy(tmp_path, sink)
+    [group] = probes["groups"]
+    assert accuracy(group, "none") == {"first": 1.0, "middle": 1.0, "last": 1.0}
+    assert group["u_depth"]["none"]["value"] == 0.0
+    assert [(row["wins"], row["losses"], row["significant"]) for row in group["lift"]] == [(0, 0, False)]
+    assert "[[rule]]" not in policy
+    assert "fake-model / litm: 12 probes from live traffic: no rule" in policy
+
+
+def test_probes_keep_no_text_without_capture_and_spend_from_the_budget(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    run_traffic(make_client, fake, lost_in_the_middle, sink, requests=1)
+    record = json.loads(sink.read_text())
+    probe_prompts = [prompt_text(r) for r in fake.requests if "access code" in prompt_text(r) or "storage unit"
+                     in prompt_text(r)]  # fmt: skip
+    # none, served (none again: run once) and reorder, each at three positions; the client's own call untouched.
+    assert len(probe_prompts) == 2 * 3
+    assert "access code" not in prompt_text(fake.requests[0])
+    assert "storage unit" not in prompt_text(fake.requests[0])
+    needle_value = _SEVEN_DIGITS.search(probe_prompts[0])
+    assert needle_value is not None
+    text = sink.read_text()
+    assert needle_value.group() not in text
+    assert "access code" not in text
+    assert "storage unit" not in text
+    assert "surveyed" not in text  # no document text either
+    assert {(r["strategy"], r["position"]) for r in record["probe"]["runs"]} == {
+        (s, p) for s in ("none", "reorder") for p in ("first", "middle", "last")
+    }
+    # Answers are capped: a probe asks for a number, not the client's 200 tokens.
+    assert {json.loads(r.content)["max_tokens"] for r in fake.requests[-6:]} == {64}
+
+
+def test_capture_keeps_the_probe_and_a_budget_too_small_for_it_drops_the_sample(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    run_traffic(make_client, fake, lost_in_the_middle, sink, requests=1, shadow_capture=True)
+    captured = json.loads(sink.read_text())["captured"]["probe"]
+    assert _SEVEN_DIGITS.fullmatch(captured["value"])
+    assert captured["value"] in captured["needle"]
+    assert len(captured["answers"]) == 6
+
+    fake.requests.clear()
+    # Without probes a sample costs 1 + 1 + 2 calls (reorder, control, two orders); probes add 6: 4 fit, 10 not.
+    small = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"],
+                        shadow_probes=True, shadow_calls_per_minute=9)  # fmt: skip
+    assert small.post("/v1/chat/completions", json=request_body(1)).status_code == 200
+    settle(small)
+    assert metric(small, "contextlift_shadow_samples_total", outcome="dropped-budget") == 1
+
+
+@pytest.mark.parametrize("documents", [2])
+def test_too_few_documents_run_no_probe(make_client: Any, fake: FakeUpstream, tmp_path: Path, documents: int) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    fake.queue(*[lost_in_the_middle] * 50)
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_probes=True, shadow_sink=str(sink))
+    passages = [Passage(f"T{i}", f"Some text about topic {i}.") for i in range(documents)]
+    body = {"model": "m", "messages": [{"role": "user", "content": qa_prompt("Which topic?", passages)}]}
+    assert client.post("/v1/chat/completions", json=body).status_code == 200
+    settle(client)
+    assert "probe" not in json.loads(sink.read_text())

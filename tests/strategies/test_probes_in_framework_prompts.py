@@ -1,0 +1,59 @@
+"""Positional probes (strategies.probes) in the prompts real frameworks send (framework_prompts.py): the probe's
+request, detected again, has the same format and number of documents, the needle in the document at the probe's
+position and nowhere else, and the probe's question where the framework put the question; the client's request
+is not changed. Skipped without Lost in the Middle's oracle file (tests/benchmark_data.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from strategies import parse_request
+from strategies.probes import KINDS, make_probe, place_probe, probe_correct
+from tests.strategies.framework_prompts import framework_prompts
+
+PROMPTS = {p.name: p for p in framework_prompts()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+def test_a_probe_keeps_the_framework_shape(name: str, kind: str) -> None:
+    body = copy.deepcopy(PROMPTS[name].body)
+    before = json.dumps(body, sort_keys=True)
+    request = parse_request(body)
+    probe = make_probe(request, seed=7, kind=kind)
+    assert probe is not None, request.detection
+    placed = place_probe(request, probe)
+    assert [p.position for p in placed] == ["first", "middle", "last"]
+    assert [p.index for p in placed] == [0, 2, 4]
+    for p in placed:
+        again = parse_request(p.request.render())
+        assert again.detection == request.detection
+        assert len(again.documents) == len(request.documents)
+        holding = [i for i, d in enumerate(again.documents) if probe.needle in d.text]
+        assert holding == [p.index]
+        assert again.question == probe.question
+        assert probe.value not in json.dumps(body)
+    assert json.dumps(body, sort_keys=True) == before  # the client's request is untouched
+
+
+def test_fresh_names_and_values_occur_nowhere_in_the_request() -> None:
+    request = parse_request(copy.deepcopy(PROMPTS["langchain-stuff-system"].body))
+    text = json.dumps(request.body).lower()
+    for seed in range(50):
+        probe = make_probe(request, seed)
+        assert probe is not None
+        name = (
+            probe.question.split(" of ")[-1].rstrip("?") if probe.kind == "literal" else probe.needle.split(" rents")[0]
+        )
+        assert all(part.lower() not in text for part in name.split())
+        assert probe.value not in text
+
+
+def test_scoring_finds_the_value_and_only_it() -> None:
+    assert probe_correct("The access code is 4719305.", "4719305")
+    assert probe_correct("It is 4,719,305", "4719305")
+    assert not probe_correct("It is 47193051", "4719305")
+    assert not probe_correct("I do not know", "4719305")
