@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
@@ -112,3 +113,16 @@ def test_serve_in_front_of_an_upstream_installs_no_embedded_model(serve_script: 
 
 def test_serve_with_no_upstream_installs_the_embedded_model(serve_script: Path) -> None:
     assert serve(serve_script, "--port", "8181") == ("contextlift serve --port 8181", "install [local-model]\n")
+
+
+def test_install_help_names_every_extra_and_installs_nothing(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "install", tmp_path / "scripts" / "install")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for flag in ("--help", "-h"):
+        run = subprocess.run(["bash", str(tmp_path / "scripts" / "install"), flag], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        named = {m[1] for m in re.finditer(r"^  (\S+) {2,}", run.stdout, re.M)}
+        assert set(extras) <= named, f"scripts/install --help does not name {set(extras) - named}"
+        assert "scripts/install local-model,eval" in run.stdout
+    assert not (tmp_path / ".venv").exists()

@@ -1,6 +1,6 @@
 """`--option litm-qa.distractors=easy,hard`: `easy` is today's cases to the byte; `hard` asks the same generated
 question among passages about its own entity and near-misses, none holding the answer, with the gold at each
-asked position, in every prompt shape."""
+asked position, in every prompt shape. A run builds both by default; the quick profile pins `easy`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import hashlib
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,18 +39,33 @@ def digest(cases: list[Case]) -> str:
         ("llamaindex", "311037803bb419df78d6a716ea774e3c2e195c8bcaf015406a65d5595332e12f"),
     ],
 )
-def test_easy_is_the_default_and_builds_todays_cases_to_the_byte(shape: str, expected: str) -> None:
-    default = litm_qa.build(Grid((10, 20, 30), (), 5, seed=3, options={"prompt": shape}), Sources())
-    easy = litm_qa.build(Grid((10, 20, 30), (), 5, seed=3, options={"prompt": shape, "distractors": "easy"}), Sources())
-    assert default == easy
-    assert digest(easy[0]) == expected
-    assert {c.variant for c in easy[0]} == {"standard", "closed-book", "oracle"}
+def test_easy_builds_todays_cases_to_the_byte_and_the_default_adds_hard_beside_them(shape: str, expected: str) -> None:
+    grid = Grid((10, 20, 30), (), 5, seed=3, options={"prompt": shape})
+    default, _ = litm_qa.build(grid, Sources())
+    easy, _ = litm_qa.build(replace(grid, options={**grid.options, "distractors": "easy"}), Sources())
+    both, _ = litm_qa.build(replace(grid, options={**grid.options, "distractors": "easy,hard"}), Sources())
+    assert digest(easy) == expected
+    assert {c.variant for c in easy} == {"standard", "closed-book", "oracle"}
+    assert default == both
+    assert [c for c in default if c.variant != "hard"] == easy
+    assert len([c for c in default if c.variant == "hard"]) == len([c for c in easy if c.variant == "standard"])
+
+
+def test_the_quick_profile_builds_easy_alone_and_the_full_profile_both_regimes() -> None:
+    quick = make_plan("quick", tasks=["litm-qa"]).tasks["litm-qa"]
+    cases, _ = litm_qa.build(quick, Sources())
+    easy, _ = litm_qa.build(replace(quick, options={"distractors": "easy"}), Sources())
+    assert cases == easy
+    asked = make_plan("quick", tasks=["litm-qa"], options=["litm-qa.distractors=easy,hard"]).tasks["litm-qa"]
+    assert {c.variant for c in litm_qa.build(asked, Sources())[0]} == {"standard", "hard", "closed-book", "oracle"}
+    full = make_plan("full", tasks=["litm-qa"]).tasks["litm-qa"]
+    assert litm_qa.REGIMES.read(full) == ["easy", "hard"]
 
 
 def test_each_regime_is_a_variant_of_its_own_and_hard_shares_the_generated_baselines() -> None:
     both, notes = litm_qa.build(Grid((10, 20), ("0", "9"), 2, options={"distractors": "hard,easy"}), Sources())
     assert {c.variant for c in both} == {"standard", "hard", "closed-book", "oracle"}
-    easy, _ = litm_qa.build(Grid((10, 20), ("0", "9"), 2), Sources())
+    easy, _ = litm_qa.build(Grid((10, 20), ("0", "9"), 2, options={"distractors": "easy"}), Sources())
     hard, _ = litm_qa.build(Grid((10, 20), ("0", "9"), 2, options={"distractors": "hard"}), Sources())
     assert [c for c in both if c.variant != "hard"] == easy
     assert [c for c in both if c.variant in ("hard", "closed-book", "oracle")] == hard

@@ -28,7 +28,8 @@ def test_every_shape_has_an_expected_detection() -> None:
 def test_the_proxy_finds_every_document_of_every_case(shape: str) -> None:
     grid = Grid((10, 20), ("0", "9"), 3, options={"prompt": shape})
     cases = [c for c in litm_qa.build(grid, Sources())[0] if c.position is not None]
-    assert len(cases) == 12
+    # 2 sizes x 2 positions x 3 samples, in each of the default regimes (easy and hard).
+    assert sorted(c.variant for c in cases) == ["hard"] * 12 + ["standard"] * 12
     for case in cases:
         request = parse_request({"model": "m", "messages": case.messages})
         assert request.detection == EXPECTED[shape]

@@ -181,7 +181,7 @@ def test_every_shape_but_the_paper_has_a_framework_here() -> None:
 @pytest.mark.parametrize("shape", list(FRAMEWORKS))
 def test_the_eval_cases_are_what_the_framework_sends(shape: str) -> None:
     cases = eval_cases(shape)
-    assert [(c.variant, len(passages)) for _, passages, c in cases] == [("standard", 10), ("oracle", 1)]
+    assert [(c.variant, len(passages)) for _, passages, c in cases] == [("standard", 10), ("hard", 10), ("oracle", 1)]
     for question, passages, case in cases:
         assert case.messages == FRAMEWORKS[shape](question, passages)
 
