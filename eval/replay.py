@@ -10,7 +10,12 @@ two documents:
 - `positional`: SWiM's test built from the request's own documents: a question-answer pair generated from one of
   them with SWiM's task-generation prompt (kept only if the answer occurs in it), that document placed first,
   in the middle and last among the request's other documents, in Lost in the Middle's prompt, scored against the
-  generated answer. This is the positional benchmark on your own traffic.
+  generated answer. This is the positional benchmark on your own traffic;
+- `probe`: the positional probe shadow evaluation runs (`shadow_probes`, strategies.probes): a needle with made-up
+  names and a value found nowhere in the request written into one of its documents, that document first, in the
+  middle and last, the question replaced by the probe's, all in the request's own prompt shape (the body is sent
+  as the app sent it, so detection finds the documents as it did live); scored by whether the answer holds the
+  value. Unlike `positional`, it needs nothing of the model but the answer.
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ from eval.shadow_report import read_sink
 from eval.swim import generate_items
 from eval.tasks import Ask
 from strategies import DocumentLimitError, parse_request
+from strategies.probes import PROBE_MAX_TOKENS, make_probe, place_probe
 
 INFO = TaskInfo(
     "replay",
     "Your captured requests, replayed",
     "documents",
     "gold document index",
-    "same_answer (as-captured, permuted); best_subspan_em (positional)",
+    "same_answer (as-captured, permuted); best_subspan_em (positional, probe: the needle's value)",
 )
 DEPTHS = (0, 50, 100)
 MAX_TOKENS = 256
@@ -58,7 +64,7 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
             f"{read.skipped} malformed lines skipped"
         )
     cases: list[Case] = []
-    skipped = malformed = generated = 0
+    skipped = malformed = generated = probed = 0
     for index, record in enumerate(records[:limit]):
         body, served = record["captured"].get("body"), record["captured"].get("served")
         if not isinstance(body, dict) or not isinstance(served, str):
@@ -89,6 +95,12 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
         for variant, sent in (("as-captured", body), ("permuted", permuted)):
             cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), AGREEMENT_METRIC,
                               tokens, body=sent))  # fmt: skip
+        probe = make_probe(found, int(name, 16) ^ seed)
+        for placed in place_probe(found, probe) if probe is not None else ():
+            cases.append(Case(INFO.name, "probe", size, placed.index, index, f"probe:{name}:{placed.position}",
+                              (probe.value,), "best_subspan_em", PROBE_MAX_TOKENS,
+                              body=placed.request.render()))  # fmt: skip
+        probed += probe is not None
         passages = [
             Passage(d.title or f"Document {i + 1}", " ".join(d.text.split())) for i, d in enumerate(found.documents)
         ]
@@ -107,7 +119,7 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
         f"replay: {len(records[:limit])} captured requests from {path.name}; {skipped} skipped (fewer than two "
         f"documents found); {malformed + read.skipped} malformed records skipped ({read.skipped} lines that are "
         f"not records, {malformed} captured requests that cannot be replayed); {generated} gave a generated "
-        "question for the positional test"
+        f"question for the positional test; {probed} took a positional probe"
     ]
     return cases, notes
 

@@ -41,7 +41,7 @@ from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
 from proxy.shadow import Shadow, ShadowBudget
-from proxy.shadow_sink import ShadowSink
+from proxy.shadow_sink import ShadowSink, sink_path
 from proxy.state import ProxyState, proxy_state
 from proxy.telemetry import ServerSpanMiddleware
 from proxy.upstream import StreamLimits, UpstreamClient
@@ -232,7 +232,7 @@ def _shadow(
         stream_limits=state.upstream.stream_limits,
         transport=transport or build_transport(settings.upstream_transport, settings.shadow_max_in_flight),
     )
-    sink = ShadowSink(settings.shadow_sink, settings.shadow_sink_max_bytes) if settings.shadow_sink else None
+    sink = ShadowSink(sink_path(settings.shadow_sink), settings.shadow_sink_max_bytes) if settings.shadow_sink else None
     # Without an operator key a shadow call carries the client's own credentials: the operator's evaluation
     # billed to the client (about four calls per sample), unless the operator says so.
     may_call = key is not None or settings.shadow_use_client_key

@@ -308,7 +308,8 @@ class Settings(BaseSettings):
     shadow_sink: Path | None = Field(
         None,
         description="JSON-lines file that shadow records go to (rotated by size); unset: records are counted in "
-        "the metrics only.",
+        "the metrics only. `{host}` in it stands for the host name, so replicas sharing a volume write a file "
+        "each (`/var/lib/contextlift/shadow/{host}.jsonl`), and `contextlift shadow-report FOLDER` reads them all.",
     )
     shadow_sink_max_bytes: int = Field(
         64 * 1024 * 1024, ge=4096, description="Size at which the shadow sink is rotated (three old files kept)."

@@ -13,11 +13,16 @@ import json
 import logging
 import logging.handlers
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 BACKUPS = 3
+HOST = "{host}"
+"""Stands for the machine's host name in `shadow_sink`: the replicas of a Deployment (a pod's host name is its
+name) writing to one shared volume each write a file of their own, which `contextlift shadow-report FOLDER`
+reads together."""
 
 
 class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
@@ -79,6 +84,12 @@ class ShadowSink:
         with self._lock:
             self._closed = True
             self._handler.close()
+
+
+def sink_path(path: Path) -> Path:
+    """`path` with `{host}` replaced by this machine's host name (made safe for a file name)."""
+    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())[:100] or "host"
+    return Path(str(path).replace(HOST, host))
 
 
 def sink_files(path: Path) -> list[Path]:

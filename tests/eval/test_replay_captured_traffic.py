@@ -1,6 +1,7 @@
 """`contextlift eval --replay` on requests a shadowed proxy really captured: each becomes an as-captured case
 (agreement with the served answer), a permuted one (stability), and SWiM's positional test built from its own
-documents; the scripted upstream answers with the first document's title, so the numbers are known by hand."""
+documents, and the positional probe shadow evaluation runs; the scripted upstream answers with the first
+document's title (a probe: the value the first document holds), so the numbers are known by hand."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def answer_for(prompt: str) -> str:
     if prompt.startswith("Ask a factoid question"):
         hall = re.search(r"The (\w+) hall", prompt)
         return json.dumps({"question": "Which hall keeps lanterns?", "answer": hall[1] if hall else "?"})
+    if "access code of" in prompt or "storage unit" in prompt:
+        first = re.search(r"Document \[1\][^\n]*", prompt)
+        value = re.search(r"\d{7}", first[0]) if first else None
+        return value[0] if value else "I cannot tell"
     titles = re.findall(r"Title: (\w+)", prompt)
     return titles[0] if titles else "none"
 
@@ -88,13 +93,16 @@ def test_replay_scores_agreement_stability_and_position(upstream_url: str, captu
         if s["variant"] == "positional" and s["strategy"] == "none" and s["sample"] == 0
     }
     assert positional == {0: 1.0, 2: 0.0, 4: 0.0}
+    # The probe, in the request's own shape: its value is found only where the needle's document comes first.
+    probe = {s["position"]: s["score"] for s in samples if s["variant"] == "probe" and s["strategy"] == "none"}
+    assert probe == {0: 1.0, 2: 0.0, 4: 0.0}
     report = (out / "report.md").read_text()
     assert "## replay: stability and agreement" in report
     assert "| none | 0.000 |" in report
     assert json.loads((out / "run.json").read_text())["tasks"]["replay"]["size_unit"] == "documents"
     # Agreement with the served answer is not accuracy: no lift, and no verdict, is read from it.
     lifted = {row["variant"] for row in json.loads((out / "results.json").read_text())["lift"]}
-    assert lifted == {"positional"}
+    assert lifted == {"positional", "probe"}
 
 
 def test_a_sink_without_captured_requests_is_a_clear_error(

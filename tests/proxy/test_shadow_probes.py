@@ -202,3 +202,17 @@ def test_too_few_documents_run_no_probe(make_client: Any, fake: FakeUpstream, tm
     assert client.post("/v1/chat/completions", json=body).status_code == 200
     settle(client)
     assert "probe" not in json.loads(sink.read_text())
+
+
+def test_replicas_sharing_a_volume_write_a_sink_each_and_one_report_reads_them_all(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    for host in ("contextlift-7d9f-a", "contextlift-7d9f-b"):
+        monkeypatch.setattr("socket.gethostname", lambda host=host: host)
+        run_traffic(make_client, fake, lost_in_the_middle, shared / "{host}.jsonl", requests=6)
+    assert sorted(p.name for p in shared.iterdir()) == ["contextlift-7d9f-a.jsonl", "contextlift-7d9f-b.jsonl"]
+    probes, policy = report_and_policy(tmp_path, shared)
+    [group] = probes["groups"]
+    assert group["probes"] == 12
+    assert tomllib.loads(policy)["rule"][0]["strategy"] == "reorder"
