@@ -96,11 +96,12 @@ def build(path: Path, ask: Ask, seed: int = 0, limit: int = 200) -> tuple[list[C
             cases.append(Case(INFO.name, variant, size, None, index, f"{variant}:{name}", (served,), AGREEMENT_METRIC,
                               tokens, body=sent))  # fmt: skip
         probe = make_probe(found, int(name, 16) ^ seed)
-        for placed in place_probe(found, probe) if probe is not None else ():
-            cases.append(Case(INFO.name, "probe", size, placed.index, index, f"probe:{name}:{placed.position}",
-                              (probe.value,), "best_subspan_em", PROBE_MAX_TOKENS,
-                              body=placed.request.render()))  # fmt: skip
-        probed += probe is not None
+        if probe is not None:
+            probed += 1
+            for placed in place_probe(found, probe):
+                cases.append(Case(INFO.name, "probe", size, placed.index, index, f"probe:{name}:{placed.position}",
+                                  (probe.value,), "best_subspan_em", PROBE_MAX_TOKENS,
+                                  body=placed.request.render()))  # fmt: skip
         passages = [
             Passage(d.title or f"Document {i + 1}", " ".join(d.text.split())) for i, d in enumerate(found.documents)
         ]
