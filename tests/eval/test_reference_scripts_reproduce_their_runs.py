@@ -1,0 +1,58 @@
+"""Each `scripts/reference_eval*` asks for what wrote its committed report (docs/results/NAME/run.json): the same
+pipelines in the same order, each named so that it resolves today as it did on the day, the same distractor
+regimes and prompt shape."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from eval.litm_qa import DISTRACTORS, REGIMES
+from eval.plan import make_plan
+from proxy.cli import _parser
+from strategies import build_registry, parse_selection
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted((ROOT / "scripts").glob("reference_eval*"))
+BARE = {"reorder; order=edges-first": "reorder", "medoid; k=5; temperature=0": "medoid; k=5"}
+ON_THE_DAY = {"reference": BARE, "reference-langchain-stuff": BARE}
+"""Per report, the full names it wrote bare: before 2026-11-23 `reorder`'s default order was edges-first and
+medoid's voting calls took the client's temperature (0), not a default of their own."""
+
+
+def arguments(script: Path) -> list[str]:
+    """The arguments the script's `exec .venv/bin/contextlift` line passes, `"$@"` left out."""
+    text = script.read_text().replace("\\\n", " ")
+    (line,) = [line for line in text.splitlines() if line.startswith("exec .venv/bin/contextlift ")]
+    return [a for a in shlex.split(line.removeprefix("exec .venv/bin/contextlift ")) if a != "$@"]
+
+
+def test_every_reference_script_is_checked() -> None:
+    assert {s.name for s in SCRIPTS} >= {
+        "reference_eval",
+        "reference_eval_2",
+        "reference_eval_orders",
+        "reference_eval_rankers",
+        "reference_eval_shaped",
+    }
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
+def test_the_script_asks_for_the_committed_runs_pipelines_regimes_and_shape(script: Path) -> None:
+    args = _parser().parse_args(arguments(script))
+    run = json.loads((ROOT / args.out / "run.json").read_text())
+    bare = ON_THE_DAY.get(args.out.name, {})
+    assert not set(args.strategies) & set(bare.values()), "a name that meant another pipeline on the day"
+    assert [bare.get(s, s) for s in args.strategies] == run["strategies"]
+    registry = build_registry()
+    for strategy in args.strategies:
+        registry.resolve(parse_selection(strategy), {})
+    plan = make_plan(args.profile, args.tasks.split(","), args.strategies, options=args.option)
+    grid = plan.tasks["litm-qa"]
+    results = json.loads((ROOT / args.out / "results.json").read_text())
+    variants = {row["variant"] for row in results["lift"] if row["task"] == "litm-qa"}
+    assert {DISTRACTORS[regime] for regime in REGIMES.read(grid)} == variants
+    assert grid.options.get("prompt", "paper") == run["tasks"]["litm-qa"].get("prompt", "paper")

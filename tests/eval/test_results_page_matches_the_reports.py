@@ -1,0 +1,69 @@
+"""docs/results/index.md copies its figures from the committed reports: each table row's lift, interval,
+wins/losses, p (Holm), n and verdict are those of the report it cites (its `results.json`), under the pipeline's
+full name; every committed report is linked."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+PAGE = RESULTS / "index.md"
+SAME_DEFAULTS = {
+    "filter; margin=0.2, reorder; order=promote; top=1": "filter, reorder",
+    "medoid; k=5; temperature=0.7": "medoid; k=5",
+    "chain; chunk_tokens=4096; max_chunks=16; max_tokens=512": "chain",
+}
+"""Full names on the page of the pipelines the 2026-11-25 reports wrote with the defaults of the day."""
+BEFORE_PROMOTE = {"reorder; order=edges-first": "reorder"}
+"""The report's `reorder` before promote became the default (2026-11-23)."""
+LABELS = {"reference-2": SAME_DEFAULTS, "reference-rankers": {}, "reference-langchain-stuff": BEFORE_PROMOTE}
+REGIMES = {"easy": "standard", "hard": "hard"}
+
+
+def rows() -> list[tuple[str, str, list[str]]]:
+    """(report, variant, cells) of each table row on the page, with the report and regime it sits under."""
+    found = []
+    report = variant = ""
+    for line in PAGE.read_text().splitlines():
+        if line.startswith("### "):
+            variant = next(v for word, v in REGIMES.items() if f"{word} distractors" in line)
+        elif line.startswith("| `"):
+            found.append((report, variant, [c.strip() for c in line.strip("|").split("|")]))
+        elif match := re.search(r"\[([\w-]+)\]\(\1/report\.md\)", line):
+            report = match[1]
+    return found
+
+
+def lift_rows(report: str) -> dict[tuple[str, str], dict[str, Any]]:
+    results = json.loads((RESULTS / report / "results.json").read_text())
+    return {(r["variant"], r["strategy"]): r for r in results["lift"] if r["size"] in (None, "all")}
+
+
+def test_every_table_row_is_its_reports_figures() -> None:
+    checked = 0
+    for report, variant, (pipeline, lift, ci, wins_losses, p, n, holds) in rows():
+        full = re.match(r"`([^`]+)`", pipeline)
+        assert full, pipeline
+        label = LABELS[report].get(full[1], full[1])
+        row = lift_rows(report)[(variant, label)]
+        low, high = row["ci95"]
+        assert lift == f"{row['value']:+.3f}", (report, pipeline)
+        assert ci == f"[{low:+.3f}, {high:+.3f}]", (report, pipeline)
+        assert wins_losses == f"{row['wins']}/{row['losses']}", (report, pipeline)
+        assert p == f"{row['p_holm']:.2g} /{row['family']}", (report, pipeline)
+        assert n == str(row["n"]), (report, pipeline)
+        held = row["value"] > 0 and row["wins"] + row["losses"] >= 10 and row["p_holm"] < 0.05
+        assert (holds == "yes") == held, (report, pipeline)
+        checked += 1
+    assert checked >= 18, "the tables of the page were not found"
+
+
+def test_every_committed_report_is_linked() -> None:
+    text = PAGE.read_text()
+    reports = {p.parent.name for p in RESULTS.glob("*/report.md")}
+    assert reports
+    assert {r for r in reports if f"]({r}/report.md)" not in text} == set()
