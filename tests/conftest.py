@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import gc
 import logging
 import os
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from proxy import Settings, create_app
+from tests.collector import CollectorState, freeze_session_heap, restore_collector
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
 
@@ -37,14 +37,27 @@ def _logging_restored() -> Iterator[None]:
     root.setLevel(level)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (frameworks, the modules under test) lives as long as the run: frozen, so a full
+    collection late in the run does not walk it (`tests/collector.py`)."""
+    freeze_session_heap()
+
+
 @pytest.fixture(autouse=True)
 def _collector_restored() -> Iterator[None]:
-    """An app's start-up tunes the process's garbage collector (`gc_tuned`); the test process keeps Python's
-    defaults, so a frozen object from one test is not kept past it."""
-    threshold = gc.get_threshold()
+    """An app's start-up tunes the process's garbage collector (`gc_tuned`): given back after the test, so a
+    frozen object from one test is not kept past it, and the session's frozen heap stays frozen."""
+    before = CollectorState.now()
     yield
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+    restore_collector(before)
+
+
+@pytest.fixture(autouse=True)
+def _spans_dropped() -> Iterator[None]:
+    """Once a test set the global provider, every later test's spans reach the exporter: dropped after each
+    test, so they do not pile up in the heap for the rest of the run."""
+    yield
+    _EXPORTER.clear()
 
 
 @pytest.fixture
@@ -65,11 +78,13 @@ def fake() -> FakeUpstream:
 
 @pytest.fixture
 def make_client(fake: FakeUpstream) -> Iterator[Any]:
-    """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords."""
+    """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords. The
+    collector is left as it is unless a test asks for `gc_tuned=True`: each start-up's freeze would be undone
+    after the test with a full collection."""
     clients: list[TestClient[Any]] = []
 
     def build(**overrides: Any) -> TestClient[Any]:
-        settings = Settings(**{"upstream_url": UPSTREAM, "retry_backoff": 0.0, **overrides})
+        settings = Settings(**{"upstream_url": UPSTREAM, "retry_backoff": 0.0, "gc_tuned": False, **overrides})
         app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
         client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()
