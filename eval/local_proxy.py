@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import httpx
 
 from proxy import LocalModelError, Settings, create_app
+from proxy.edge.server import ProxyServer, build_server
 from proxy.local_model import upstream_for
-from proxy.server import ProxyServer, build_server
 
 
 @contextlib.contextmanager

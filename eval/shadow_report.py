@@ -81,7 +81,7 @@ def read_sinks(paths: Sequence[Path]) -> SinkRead:
     `str.splitlines` also splits on), each decoded on its own, so a torn byte or a malformed line costs that line
     only."""
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
-    from proxy.shadow_sink import sink_files
+    from proxy.shadow.sink import sink_files
 
     files = []
     for path in paths:

@@ -1,4 +1,8 @@
-"""The HTTP edge of contextlift: the app factory, settings, the upstream client, errors and logging."""
+"""The proxy: the app factory and command line, settings, the app's state and the per-request record, the policy
+for `auto`, the error tree, and its rooms: `edge/` (where a client's bytes arrive), `routes/`, `upstream/`,
+`shadow/` and `observability/`, each saying in its `__init__.py` what it may import.
+
+The proxy may import `strategies` (it hands them the request and an upstream), never `eval`."""
 
 from proxy.app import create_app
 from proxy.errors import ProxyError

@@ -23,8 +23,9 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.types import HTTPScope, LifeSpanReceive, LifeSpanScope, LifeSpanSend, Receive, Scope, Send
 
-from proxy.admission import Admission, AdmissionMiddleware, send_error
 from proxy.budget import MemoryBudget
+from proxy.edge.admission import Admission, AdmissionMiddleware, send_error
+from proxy.edge.paths import canonical_path, encoded_path
 from proxy.errors import (
     InvalidPath,
     InvalidRequest,
@@ -34,18 +35,17 @@ from proxy.errors import (
     ProxyError,
     UpstreamStatusError,
 )
-from proxy.paths import canonical_path, encoded_path
+from proxy.observability.telemetry import ServerSpanMiddleware
 from proxy.policy import BUILT_IN, PolicyError, load_policy
 from proxy.remote_rankers import ServiceRanker, build_rankers
-from proxy.retry import RetryPolicy
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
-from proxy.shadow import Shadow, ShadowBudget
-from proxy.shadow_sink import ShadowSink, sink_path
+from proxy.shadow.evaluation import Shadow, ShadowBudget
+from proxy.shadow.sink import ShadowSink, sink_path
 from proxy.state import ProxyState, proxy_state
-from proxy.telemetry import ServerSpanMiddleware
-from proxy.upstream import StreamLimits, UpstreamClient
-from proxy.upstream_transport import build_transport
+from proxy.upstream.client import StreamLimits, UpstreamClient
+from proxy.upstream.retry import RetryPolicy
+from proxy.upstream.transport import build_transport
 from strategies import (
     Embedder,
     SentenceTransformerEmbedder,
@@ -182,7 +182,7 @@ def create_app(
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
         request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
-        logging_config=None,  # structlog is configured by the CLI (proxy.logs), not per app
+        logging_config=None,  # structlog is configured by the CLI (proxy.observability.logs), not per app
         debug=False,
     )
 
@@ -262,7 +262,7 @@ def _shadow(
 
 class ProxyApp(Litestar):
     """The Litestar app, given one canonical path per request before it routes: a path that is not plain
-    (see `proxy.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
+    (see `proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
 
     async def __call__(
         self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive, send: Send | LifeSpanSend

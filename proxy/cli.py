@@ -24,11 +24,11 @@ from typing import Any, NoReturn
 import structlog
 from pydantic import ValidationError
 
+from proxy.edge.server import build_server
 from proxy.local_model import LocalModelError, local_model_for, upstream_for
-from proxy.logs import configure_logging
-from proxy.server import build_server
+from proxy.observability.logs import configure_logging
+from proxy.observability.telemetry import configure_tracing
 from proxy.settings import Settings, SettingsError, load_settings
-from proxy.telemetry import configure_tracing
 
 COMMANDS_GROUP = "contextlift.commands"
 

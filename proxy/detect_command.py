@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from proxy.edge.intake import check_chat_body, parse_json_object
 from proxy.errors import ProxyError
-from proxy.intake import check_chat_body, parse_json_object
 from proxy.settings import Settings
 from strategies import DocumentLimitError, DocumentLimits, explain_detection, render_explanation
 

@@ -15,8 +15,8 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
-from proxy.call_ledger import CallLedger
-from proxy.shadow_case import ShadowCase
+from proxy.shadow.case import ShadowCase
+from proxy.upstream.ledger import CallLedger
 from strategies import AppliedStep, Pipeline, render_applied
 
 CLIENT_CLOSED_REQUEST = 499

@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         "aiohttp",
         description="The upstream connection pool: aiohttp's connector under httpx's API (scales with concurrency: "
         "724 requests/s per proxy core at 64 in flight in the run that compared them), or httpx's own pool (230 "
-        "there, because it re-examines every pooled connection on every event; see proxy.upstream_transport).",
+        "there, because it re-examines every pooled connection on every event; see proxy.upstream.transport).",
     )
     max_retries: int = Field(
         2,

@@ -12,14 +12,14 @@ from typing import Any
 import structlog
 from litestar import Request
 
-from proxy.admission import Admission
+from proxy.edge.admission import Admission
 from proxy.errors import InvalidStrategy
-from proxy.metrics import ProxyMetrics
+from proxy.observability.metrics import ProxyMetrics
 from proxy.policy import AUTO, Auto, Policy, PolicyError, load_policy
 from proxy.request_log import RequestLog, RequestRecord
 from proxy.settings import Settings
-from proxy.shadow import Shadow
-from proxy.upstream import UpstreamClient
+from proxy.shadow.evaluation import Shadow
+from proxy.upstream.client import UpstreamClient
 from strategies import (
     SHAPES,
     DeclaredFormat,

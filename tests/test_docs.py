@@ -20,7 +20,7 @@ from types import ModuleType
 import pytest
 
 import proxy.errors
-from proxy.metrics import ProxyMetrics
+from proxy.observability.metrics import ProxyMetrics
 from proxy.settings import ENV_PREFIX, Settings
 from strategies.registry import build_registry
 

@@ -251,7 +251,7 @@ def metric_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
     """(exposed name, type, help, labels) of every metric a proxy serves at `/metrics`."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from proxy.metrics import ProxyMetrics
+    from proxy.observability.metrics import ProxyMetrics
 
     metrics = ProxyMetrics()
     metrics.watch_cache(lambda: (0, 0))

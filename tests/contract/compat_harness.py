@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 
 from proxy import Settings, create_app
-from proxy.server import build_server
+from proxy.edge.server import build_server
 from tests.contract.compat_compare import (
     CONTROL_PREFIX,
     REQUEST_HEADERS_EACH_HOP_SETS,

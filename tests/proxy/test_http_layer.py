@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from proxy import Settings, create_app
-from proxy.server import build_server
+from proxy.edge.server import build_server
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, chat, serve_in_thread
 

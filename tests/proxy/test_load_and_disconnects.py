@@ -16,7 +16,7 @@ import pytest
 import structlog
 
 from proxy import Settings, create_app
-from proxy.logs import configure_logging
+from proxy.observability.logs import configure_logging
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk
 from tests.serving import UPSTREAM, chat
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.metrics import ProxyMetrics
+from proxy.observability.metrics import ProxyMetrics
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

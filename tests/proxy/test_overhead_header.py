@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from proxy import Settings, create_app
-from proxy.call_ledger import CallLedger
-from proxy.server import build_server
+from proxy.edge.server import build_server
+from proxy.upstream.ledger import CallLedger
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import UPSTREAM, chat, serve_in_thread
 

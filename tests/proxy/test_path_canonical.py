@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from proxy import Settings, create_app
+from proxy.edge.paths import canonical_path, encoded_path
 from proxy.errors import InvalidPath
-from proxy.paths import canonical_path, encoded_path
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.raw_asgi import call
 from tests.serving import UPSTREAM

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from proxy import Settings, create_app
-from proxy.http_protocol import ThrottledWarnings
-from proxy.server import build_server
+from proxy.edge.http_protocol import ThrottledWarnings
+from proxy.edge.server import build_server
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, serve_in_thread
 

@@ -200,7 +200,7 @@ def test_a_candidate_that_does_not_resolve_stops_start_up(make_client: Any) -> N
 
 
 def test_a_write_that_comes_after_close_does_not_reopen_the_sink(tmp_path: Path) -> None:
-    from proxy.shadow_sink import ShadowSink
+    from proxy.shadow.sink import ShadowSink
 
     sink = ShadowSink(tmp_path / "s.jsonl", 1 << 20)
     sink.write({"n": 1})

@@ -109,7 +109,7 @@ def test_a_sink_that_cannot_be_written_is_said_without_the_record_and_not_counte
 
 
 def test_a_write_after_a_failed_one_starts_a_line_of_its_own(tmp_path: Path) -> None:
-    from proxy.shadow_sink import ShadowSink
+    from proxy.shadow.sink import ShadowSink
 
     path = tmp_path / "s.jsonl"
     sink = ShadowSink(path, 1 << 20)

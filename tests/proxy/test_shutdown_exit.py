@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from proxy import Settings, create_app
+from proxy.edge.server import ProxyServer, build_server
 from proxy.local_model import free_port
-from proxy.server import ProxyServer, build_server
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, never_answers, stalls_after_one_event
 from tests.serving import UPSTREAM, chat, fake_upstream_url, request_body, serve_in_thread
 

@@ -13,7 +13,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.transport_errors import mapped_transport_errors
+from proxy.upstream.transport_errors import mapped_transport_errors
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from proxy.errors import UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
-from proxy.retry import RetryPolicy, retry_after_seconds
+from proxy.upstream.retry import RetryPolicy, retry_after_seconds
 from tests.fakes import FakeUpstream, completion
 from tests.serving import chat
 

@@ -19,10 +19,10 @@ from proxy.errors import (
     UpstreamUnreachable,
 )
 from proxy.local_model import free_port
-from proxy.request_upstream import RequestUpstream
-from proxy.transport_errors import mapped_transport_errors
-from proxy.upstream import StreamLimits, UpstreamClient
-from proxy.upstream_transport import build_transport
+from proxy.upstream.client import StreamLimits, UpstreamClient
+from proxy.upstream.request import RequestUpstream
+from proxy.upstream.transport import build_transport
+from proxy.upstream.transport_errors import mapped_transport_errors
 from tests.serving import raw_upstream as scripted
 
 OK = b'{"ok": true}'

@@ -1,0 +1,56 @@
+"""One canonical path per request, computed once before routing, and the exact path forwarded upstream.
+
+The path is percent-decoded once. Whatever could mean something else to a router, a file system or an
+upstream that decodes again is refused rather than normalised: a normalisation that differs from the
+upstream's is how traversal and route bypass happen, and no OpenAI-compatible endpoint needs any of it.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from proxy.errors import InvalidPath
+
+_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+# Encoded, these would change the path's structure once decoded: separators, query, fragment, a second
+# round of decoding, path parameters.
+_REFUSED_ENCODED = frozenset(b"/\\?#%;")
+# Characters left unescaped when the canonical path is written out again (RFC 3986 pchar, minus `;`).
+_PATH_SAFE = "/:@!$&'()*+,=-._~"
+
+
+def canonical_path(raw_path: bytes) -> str:
+    """The request path decoded once, if it is a plain absolute path.
+
+    Raises:
+        InvalidPath: encoded separators, `%`, `?` or `#`; dot segments; empty segments; backslashes;
+            control characters; `;` path parameters; malformed escapes or UTF-8.
+    """
+    if not raw_path.startswith(b"/"):
+        raise InvalidPath("the request path must be absolute")
+    if any(byte < 0x21 or byte >= 0x7F or byte in b"\\;" for byte in raw_path):
+        raise InvalidPath("the request path holds a control character, a space, a backslash or ';'")
+    if raw_path.count(b"%") != len(_ESCAPE.findall(raw_path)):
+        raise InvalidPath("the request path holds a malformed percent escape")
+    for match in _ESCAPE.finditer(raw_path):
+        byte = int(match.group(1), 16)
+        if byte in _REFUSED_ENCODED or byte < 0x20 or byte == 0x7F:
+            raise InvalidPath(f"the request path encodes {chr(byte)!r}, which is refused")
+    decoded = _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw_path)
+    try:
+        path = decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidPath("the request path is not UTF-8 once decoded") from None
+    segments = path.split("/")[1:]
+    for index, segment in enumerate(segments):
+        if segment in (".", ".."):
+            raise InvalidPath("the request path holds a '.' or '..' segment")
+        if not segment and index != len(segments) - 1:
+            raise InvalidPath("the request path holds an empty segment")
+    return path
+
+
+def encoded_path(path: str) -> str:
+    """A canonical path written out for the upstream: what was decoded is escaped again, nothing else."""
+    return quote(path, safe=_PATH_SAFE)

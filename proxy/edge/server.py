@@ -1,0 +1,162 @@
+"""The HTTP server: uvicorn, serving the app through `GuardedH11Protocol` (see `proxy.edge.http_protocol`), with a
+shutdown that ends within the grace period."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import structlog
+import uvicorn
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from proxy.edge.admission import send_error
+from proxy.edge.http_protocol import GuardedConfig, GuardedH11Protocol, HttpLimits
+from proxy.errors import ShuttingDown
+from proxy.settings import Settings
+
+__all__ = ["HttpLimits", "ProxyServer", "build_server"]
+
+log = structlog.get_logger("contextlift")
+
+CUT_SECONDS = 0.3
+"""After the grace, how long cancelled requests get to write their 503 before every connection is dropped."""
+
+LIFESPAN_SHUTDOWN_SECONDS = 0.3
+"""The most the app's own shutdown (closing the upstream pool) may add after the grace."""
+
+
+def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float], None] | None = None) -> ProxyServer:
+    """The server for `app` on `settings.host`/`settings.port` (or the sockets given to `run`).
+
+    Args:
+        app: the proxy app (`create_app`).
+        settings: limits, timeouts and `shutdown_grace`.
+        on_drain: called once with the grace in seconds when shutdown begins (a signal, or `should_exit`), so the
+            app can refuse new work and end its streams before the server cuts them off.
+    """
+    cutoff = _Cutoff(app)
+    config = GuardedConfig(
+        cutoff,
+        HttpLimits.from_settings(settings),
+        host=settings.host,
+        port=settings.port,
+        loop=settings.event_loop,
+        ws="none",  # no websocket routes: an upgrade request is served as plain HTTP
+        log_config=None,  # proxy.observability.logs routes uvicorn's loggers through structlog
+        log_level=settings.log_level,
+        access_log=False,  # the proxy logs one line per request itself
+    )
+    return ProxyServer(config, cutoff, grace=settings.shutdown_grace, on_drain=on_drain)
+
+
+class _Cutoff:
+    """The app as the server runs it. When the server cancels a request at the end of the grace, one whose
+    response has not started gets the 503 envelope; one whose response has started has lost its connection
+    already. Either way the cancellation ends the request quietly: it is the expected end, not an error."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.active = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched_send)
+        except asyncio.CancelledError:
+            if not self.active:
+                raise
+            if not started:
+                message = "the proxy is shutting down; retry on another instance"
+                await send_error(send, ShuttingDown(message, headers={"retry-after": "1", "connection": "close"}))
+
+
+class ProxyServer(uvicorn.Server):
+    """uvicorn, draining within the grace period. At SIGTERM/SIGINT (or `should_exit`) it stops accepting,
+    closes idle connections, tells the app (`on_drain`) and waits for requests in flight until `grace` seconds
+    after the signal; then what is left is cut off (503 envelope where no response has started, the connection
+    dropped where one has) and the app's own shutdown gets LIFESPAN_SHUTDOWN_SECONDS."""
+
+    def __init__(
+        self, config: uvicorn.Config, cutoff: _Cutoff, *, grace: float, on_drain: Callable[[float], None] | None
+    ) -> None:
+        super().__init__(config)
+        self.grace = grace
+        self._cutoff = cutoff
+        self._on_drain = on_drain
+        self._deadline: float | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the signal once it has shut down, killing the process before `serve` can stop the
+        # embedded model; the drain is complete by then, so exit normally instead.
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._begin_drain()
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        deadline = self._begin_drain()
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        state = self.server_state
+        # uvicorn's sets of connections and tasks offer nothing to wait on; poll them, as uvicorn does.
+        while (state.connections or state.tasks) and not self.force_exit and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await self._cut()
+        if self.force_exit:
+            return
+        try:
+            await asyncio.wait_for(self.lifespan.shutdown(), LIFESPAN_SHUTDOWN_SECONDS)
+        except TimeoutError:
+            log.warning("the app's shutdown did not finish in time", seconds=LIFESPAN_SHUTDOWN_SECONDS)
+
+    def _begin_drain(self) -> float:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.grace
+            log.info("shutting down", grace_seconds=self.grace)
+            if self._on_drain is not None:
+                self._on_drain(self.grace)
+        return self._deadline
+
+    async def _cut(self) -> None:
+        """End the requests and connections that outlived the grace."""
+        tasks = set(self.server_state.tasks)
+        connections = [c for c in self.server_state.connections if isinstance(c, GuardedH11Protocol)]
+        if not tasks and not connections:
+            return
+        log.warning("grace period over; cutting off what is left", requests=len(tasks), connections=len(connections))
+        self._cutoff.active = True
+        # Dropped first, so that uvicorn sees these clients as gone and logs nothing when their requests end.
+        for connection in connections:
+            if connection.response_started():
+                connection.transport.abort()
+        await asyncio.sleep(0)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=CUT_SECONDS)
+        for leftover in list(self.server_state.connections):
+            if isinstance(leftover, GuardedH11Protocol):
+                leftover.transport.abort()

@@ -1,0 +1,249 @@
+"""`POST /v1/chat/completions`: the body read and checked, the documents found, the selected strategies run, and
+the answer relayed (whole, streamed through, or streamed once every call is in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import structlog
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from proxy import json_text
+from proxy.edge.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
+from proxy.errors import (
+    InvalidRequest,
+    NotReady,
+    PayloadTooLarge,
+    ShuttingDown,
+    UpstreamProtocolError,
+)
+from proxy.off_loop import LARGE_BODY, off_loop, reading
+from proxy.policy import Auto, RequestFeatures, detected_format, ranker_margin
+from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
+from proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
+from proxy.routes.exchange import Exchange
+from proxy.routes.stream_usage import StreamUsage
+from proxy.shadow.case import ShadowCase
+from proxy.state import STRATEGY_FIELD, ProxyState
+from proxy.upstream.client import Verbatim
+from strategies import (
+    ChatRequest,
+    Completion,
+    DocumentLimitError,
+    Pipeline,
+    UpstreamFailure,
+    parse_request,
+    run_pipeline,
+)
+from strategies.rankers import rank_documents
+
+T = TypeVar("T")
+log = structlog.get_logger("contextlift")
+_STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its response was ready."""
+
+
+@post("/v1/chat/completions", status_code=200)
+async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
+    """OpenAI chat completions, with the strategies named in `X-Context-Strategy` applied."""
+    exchange = Exchange.enter(request)
+    state, record = exchange.state, exchange.record
+    if state.shutting_down:
+        raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
+    require_json(request.headers.get("content-type"))
+    raw = await request.body()
+    body = await reading(parse_json_object, raw)
+    check_chat_body(body)
+    reject_upstream_overrides(request.headers, body)
+    record.model = body.get("model") if isinstance(body.get("model"), str) else None
+    # The body field selecting strategies is consumed below: the client's bytes then no longer match.
+    verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
+    selection = state.select_pipeline(request.headers, body)
+    if isinstance(selection, Auto):
+        pipeline, found = await _auto(body, state, record)
+        chat = found if pipeline.steps else ChatRequest(body=body)
+    else:
+        pipeline = selection
+        found = chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
+    record.documents = len(found.documents)
+    record.document_format = found.detection
+    record.requested = pipeline
+    _check_choices(pipeline, chat)
+    if state.shadow is not None and state.shadow.sampled():
+        shape = None if isinstance(selection, Auto) else pipeline.shape
+        record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
+    if pipeline.waits_for_embedder(state.services.ranker_set()):
+        await _embedder_ready(state)
+    upstream = exchange.upstream(
+        budget=state.settings.max_upstream_calls,
+        retry_budget=state.settings.retry_budget,
+        verbatim=verbatim,
+        large=len(raw) > LARGE_BODY,
+    )
+    guard = upstream.guard
+    work = run_pipeline(pipeline, chat, upstream, state.services)
+    if chat.stream and chat.documents and not pipeline.streams_directly:
+        # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
+        record.planned_calls = pipeline.max_upstream_calls()
+        return Stream(stream_when_done(work, exchange, chat.body, guard), media_type="text/event-stream",
+                      headers=_STREAM_HEADERS)  # fmt: skip
+    try:
+        result = await _unless_disconnected(exchange, work)
+    except ClientDisconnected:
+        record.finish(CLIENT_CLOSED_REQUEST)
+        return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
+    except UpstreamFailure as error:
+        record.error = getattr(error, "code", type(error).__name__)
+        raise
+    record.applied = result.steps
+    outcome = result.outcome
+    if record.shadow is not None and isinstance(outcome, Completion):
+        record.shadow.served_completion(outcome)
+    headers = guard.blank_headers(outcome.headers)
+    if isinstance(outcome, Completion) and not chat.stream:
+        try:
+            content = guard.blank(json_text.dumps(outcome.body).encode())
+        except ValueError:
+            raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
+        return Response(content, media_type="application/json", headers=headers)
+    if isinstance(outcome, Completion):
+        frames = completion_frames(outcome, chat.body, guard)
+        return Stream(frames, media_type="text/event-stream", headers={**headers, **_STREAM_HEADERS})
+    usage = StreamUsage(result.request.render(), state.tokenizer, getattr(outcome, "prior_usage", None))
+    return Stream(
+        relay_stream(outcome, exchange, usage, guard),
+        media_type="text/event-stream",
+        headers={**headers, **_STREAM_HEADERS},
+    )
+
+
+async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) -> tuple[Pipeline, ChatRequest]:
+    """The policy's pipeline for this request, and the request with its documents found."""
+    found = await _documents_of(body, Pipeline(), state)
+    tokenizer = state.tokenizer
+    tokens = await off_loop(lambda: tokenizer.count(found.documents_text())) if found.documents else 0
+    features = RequestFeatures(
+        model=record.model,
+        documents=len(found.documents),
+        document_tokens=tokens,
+        format=detected_format(found),
+        stream=found.stream,
+    )
+    wanted = state.policy.margin_rankers(features)
+    if wanted:
+        features = replace(features, margins=await _margins(wanted, found, state))
+    choice = state.policy.choose(features)
+    record.policy = choice.header
+    state.metrics.policy_rules.labels(choice.rule).inc()
+    return choice.pipeline, found
+
+
+async def _margins(names: frozenset[str | None], found: ChatRequest, state: ProxyState) -> dict[str | None, float]:
+    """The margins a policy's rules read, each from its ranker's ranking of the request's documents (ranked only
+    when some rule asks: a policy without margins costs no ranking). A ranker that falls back gives none."""
+    margins: dict[str | None, float] = {}
+    if len(found.documents) < 2:
+        return margins
+    rankers = state.services.ranker_set()
+    for name in names:
+        ranker = rankers.rankers.get(name or rankers.default)
+        if ranker is None or ranker.needs_embedder:
+            await _embedder_ready(state)
+        ranking = await rank_documents(found.question, found.documents, rankers, name)
+        margin = ranker_margin(ranking.scores) if ranking.fallback is None else None
+        if margin is not None:
+            margins[name] = margin
+    return margins
+
+
+def _shadow_case(
+    request: Request[Any, Any, Any],
+    raw: bytes,
+    body: dict[str, Any],
+    shape: str | None,
+    pipeline: Pipeline,
+    state: ProxyState,
+) -> ShadowCase | None:
+    """What shadow evaluation keeps of a sampled request, or None when it does not sample it: a body past
+    `shadow_max_body_bytes` (the queue holds bodies outside the memory budget), or one asking for several
+    choices. Nothing here reads the prompt: the shadow worker parses the body's bytes again and finds its
+    documents, after the response (a queued case costs its body's size, not its parsed objects')."""
+    if len(raw) > state.settings.shadow_max_body_bytes or body.get("n") not in (None, 1):
+        return None
+    model = body.get("model")
+    return ShadowCase(
+        raw, pipeline, dict(request.headers), request.url.query, model if isinstance(model, str) else None, shape
+    )
+
+
+async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
+    """The request with its documents found, in a worker thread and within the document limits.
+
+    Detection runs only for pipelines that have steps: `none` never reads, let alone changes, a prompt.
+    """
+    try:
+        return await off_loop(
+            lambda: parse_request(
+                body, limits=state.document_limits, declared=state.declared_formats, shape=pipeline.shape
+            )
+        )
+    except DocumentLimitError as error:
+        raise PayloadTooLarge(str(error), param="documents") from None
+
+
+def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
+    """Refuse `n` > 1 for an executor that makes one answer, rather than answer with fewer choices than asked.
+
+    Only when the executor will run: without documents the request goes upstream once, `n` and all.
+    """
+    executor = pipeline.executor
+    n = chat.body.get("n")
+    if executor is None or executor.strategy.answers_n or not chat.documents:
+        return
+    # Anything but an absent n or the integer 1 (2.0 and "2" included, which lenient upstreams read as 2).
+    if n is not None and not (type(n) is int and n == 1):
+        name = executor.strategy.name
+        raise InvalidRequest(f"'n' must be 1 with the {name} strategy, which makes one answer; got n={n}", param="n")
+
+
+async def _embedder_ready(state: ProxyState) -> None:
+    if state.startup_error:
+        raise NotReady(state.startup_error)
+    try:
+        async with asyncio.timeout(state.settings.local_model_startup_timeout):
+            await state.embedder_ready.wait()
+    except TimeoutError:
+        raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
+
+
+async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first, or
+    answering 503 with Retry-After if it is still waiting when the drain deadline passes."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(exchange.request))
+    with exchange.state.drain_signal() as drained:
+        try:
+            waits: set[asyncio.Future[Any]] = {task, watcher, drained}
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    if watcher in done:
+        raise ClientDisconnected
+    raise ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"})
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,222 @@
+"""The upstream client: one pooled `httpx.AsyncClient` for the configured base URL, shared by every request
+(`proxy.upstream.request` is one request's view of it).
+
+The base URL comes from settings only; nothing in a request can change where calls go. Redirects are never
+followed (that would send the operator's key to wherever the upstream points) and never relayed either (a client
+SDK would follow it and send the prompt there, around the proxy): a 3xx redirect is the proxy's 502.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.cookiejar
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import structlog
+
+from proxy.budget import Lease
+from proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
+from proxy.upstream.bodies import ACCEPT_ENCODING, read_body
+from proxy.upstream.headers import forwarded_headers
+from proxy.upstream.key_guard import KeyGuard
+from proxy.upstream.retry import RetryPolicy
+from proxy.upstream.transport import WAIT_EXTENSION, TimedTransport
+from proxy.upstream.transport_errors import mapped_transport_errors
+
+REDIRECTS = frozenset(range(300, 400)) - {304}
+"""Every 3xx but 304 (Not Modified, the answer to a client's own conditional request, relayed as it is)."""
+log = structlog.get_logger("contextlift")
+
+
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A client's chat body as it arrived (already checked to be strict JSON) and as parsed."""
+
+    raw: bytes
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """Bounds on one upstream stream, so a stalled, endless or bloated one cannot hold a request forever."""
+
+    stall_seconds: float
+    """Longest silence between two chunks."""
+    max_event_bytes: int = 1024 * 1024
+    """A chat chunk is a few hundred bytes; anything this large is a broken upstream, not a token."""
+    max_stream_bytes: int = 64 * 1024 * 1024
+    """About 10 million tokens of chunks: far past any real completion, short of exhausting memory."""
+    deadline_seconds: float = 900.0
+    """Longest one attempt may take in all, so a stream trickling just faster than the stall bound ends."""
+    max_body_bytes: int = 8 * 1024 * 1024
+    """Largest answer read whole (a completion, an error body), decoded."""
+
+
+class UpstreamClient:
+    """The shared connection pool to the configured upstream."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        key_header: str = "authorization",
+        timeout: float,
+        connect_timeout: float,
+        max_connections: int,
+        pool_wait: float = 10.0,
+        retry: RetryPolicy | None = None,
+        stream_limits: StreamLimits | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        # A base URL may carry its own query (Azure's `?api-version=...`): kept apart, merged into every call.
+        base = httpx.URL(base_url)
+        self.base_url = str(base.copy_with(query=None, fragment=None)).rstrip("/")
+        self.base_params = base.params
+        self.api_key = api_key
+        self.key_header = key_header.lower()
+        self.timeout = timeout
+        self.pool_wait = pool_wait
+        self.retry = retry or RetryPolicy()
+        self.stream_limits = stream_limits or StreamLimits(stall_seconds=timeout)
+        self._slots = asyncio.Semaphore(max_connections)
+        pool = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client = httpx.AsyncClient(
+            # A wait for a free pooled connection that runs out is the proxy's (UpstreamPoolExhausted), not the
+            # upstream's; `reserve` already waited for a slot, so this one is rarely reached.
+            timeout=httpx.Timeout(timeout, connect=connect_timeout, pool=pool_wait),
+            follow_redirects=False,
+            transport=TimedTransport(transport or httpx.AsyncHTTPTransport(limits=pool)),
+            headers={"accept-encoding": ACCEPT_ENCODING},
+            cookies=_NO_COOKIES,
+        )
+
+    def url(self, path: str) -> str:
+        """Absolute upstream URL of a path below the base URL (`chat/completions`, `models` ...)."""
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def forwarded(self, inbound_headers: Mapping[str, str]) -> dict[str, str]:
+        """A client's headers as they go upstream (see `forwarded_headers`)."""
+        return forwarded_headers(inbound_headers, self.api_key, self.key_header)
+
+    def guard(self, forwarded: Mapping[str, str]) -> KeyGuard:
+        """The guard of the key these forwarded headers carry."""
+        return KeyGuard.for_headers(forwarded, self.key_header)
+
+    async def reserve(self) -> None:
+        """Wait until one of the pool's connections is this call's. The wait happens inside the proxy (many
+        requests, or a fan-out, want more connections than the pool has), so it has its own short bound
+        (`pool_wait`), is never counted in the upstream timeout, and running out is the proxy's 503, never the
+        upstream's 504: a client learns at once that the pool is full rather than after minutes.
+        Every `reserve` is paired with one `release` when the call's response is closed.
+
+        Raises:
+            UpstreamPoolExhausted: no connection came free within `pool_wait`.
+        """
+        try:
+            async with asyncio.timeout(self.pool_wait):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise UpstreamPoolExhausted(
+                f"no upstream connection came free within {self.pool_wait:g} s (upstream_max_connections, "
+                "upstream_pool_wait); retry shortly",
+                headers={"retry-after": "1"},
+            ) from None
+
+    def release(self) -> None:
+        self._slots.release()
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        """Send a prepared request, streaming the response; the caller reserved a connection and closes it.
+
+        Raises:
+            UpstreamRedirected: the upstream answered a 3xx redirect (closed here, neither followed nor relayed).
+            UpstreamProtocolError: an interim (1xx) answer reached here, which the proxy never asks for.
+            UpstreamError: the upstream could not be reached, or failed before answering.
+        """
+        with mapped_transport_errors("before answering"):
+            response = await self._client.send(request, stream=True)
+        status = response.status_code
+        if status < 200 or status in REDIRECTS:
+            await response.aclose()
+            if status < 200:
+                raise UpstreamProtocolError(f"upstream answered {status} to a request that asked for none")
+            log.warning("upstream redirect refused", status=status, location=response.headers.get("location", ""))
+            raise UpstreamRedirected(
+                f"upstream answered {status}, a redirect; the proxy neither follows nor relays redirects "
+                "(check upstream_url)"
+            )
+        return response
+
+    def deadline(self) -> float:
+        """`time.monotonic()` by which an attempt starting now must be complete."""
+        return time.monotonic() + self.stream_limits.deadline_seconds
+
+    async def read(self, response: httpx.Response, lease: Lease | None, deadline: float) -> bytes:
+        """A response's whole body, decoded, bounded, charged to `lease`."""
+        limits = self.stream_limits
+        with mapped_transport_errors("while answering", answered=True):
+            return await read_body(
+                response, max_bytes=limits.max_body_bytes, stall_seconds=self.timeout, deadline=deadline, lease=lease
+            )
+
+    def build_request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str],
+        content: bytes | None = None,
+        params: str | None = None,
+        waited: Callable[[float, float], None] | None = None,
+    ) -> httpx.Request:
+        """A request to `path` below the base URL, with the base URL's query and then the client's; `waited` is
+        told each time the upstream held it (see `TimedTransport`)."""
+        merged = self.base_params.merge(httpx.QueryParams(params)) if params else self.base_params
+        # As bytes: the server decoded the client's header values as latin-1, and httpx would encode a str value
+        # as ASCII and fail (a 500) on any other byte a client may legally send.
+        raw = [(name.encode("latin-1"), _header_bytes(value)) for name, value in headers.items()]
+        request = self._client.build_request(method, self.url(path), headers=raw, content=content, params=merged)
+        if waited is not None:
+            request.extensions[WAIT_EXTENSION] = waited
+        return request
+
+    async def reachable(self, probe_seconds: float = 3.0) -> bool:
+        """Whether the upstream answers HTTP at all (an auth error still means reachable)."""
+        request = self._client.build_request(
+            "GET", self.url("models"), headers=self.forwarded({}), params=self.base_params, timeout=probe_seconds
+        )
+        try:
+            # Streamed and closed unread: the status is all a probe needs, and a body could be a bomb.
+            response = await self._client.send(request, stream=True)
+            await response.aclose()
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 500
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _header_bytes(value: str) -> bytes:
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8")
+
+
+class _RefuseAll(http.cookiejar.DefaultCookiePolicy):
+    """No cookie is ever stored: a `Set-Cookie` answering one client must not ride along with another's."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+_NO_COOKIES = http.cookiejar.CookieJar(policy=_RefuseAll())

@@ -1,0 +1,307 @@
+"""The upstream transport: httpx's API over aiohttp's connection pool (`upstream_transport = "aiohttp"`, the
+default), or httpx's own pool (`"httpx"`).
+
+Why not httpx's own pool: httpcore's `AsyncConnectionPool` re-examines every pooled connection (a socket poll each)
+on every pool event, so the proxy's throughput fell as concurrency rose. Measured side by side in one run on this
+project's 2-core machine (`scripts/bench.py --variant httpx:CONTEXTLIFT_UPSTREAM_TRANSPORT=httpx`, proxy on one
+core, wrk as the load): httpcore with 100 connections 478 / 252 / 168 req/s at 16 / 64 / 256 in flight; aiohttp's
+connector 979 / 740 / 662. httpcore with 16 connections keeps 424-481 req/s but then holds only 16 upstream calls
+at once, which a slow LLM upstream cannot afford. The rest of the proxy keeps httpx's request and response types
+through httpx-aiohttp's `AiohttpTransport` (by httpx's maintainers; the transport the openai SDK offers).
+
+What this module adds to it, because the proxy's guarantees depend on it:
+- aiohttp's errors mapped to httpx's by our own rule, the most specific aiohttp class winning. httpx-aiohttp's
+  table reports a server that hung up, or a read that timed out, as a `ConnectTimeout` ("unreachable"); here they
+  are `RemoteProtocolError` (connection lost) and `ReadTimeout`, as httpx's own pool reports them, both before the
+  answer and while its body streams.
+- a session that stores no cookie, adds no header of its own (httpx's request already holds every header that
+  goes upstream), never decompresses (the proxy decodes, bounded, in `proxy.upstream.bodies`) and never follows a
+  redirect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Literal
+
+import aiohttp
+import aiohttp.payload
+import httpx
+import yarl
+from httpx_aiohttp import AiohttpTransport
+from httpx_aiohttp.transport import AiohttpResponseStream
+
+__all__ = ["WAIT_EXTENSION", "MalformedAnswer", "TimedTransport", "UpstreamTransport", "build_transport"]
+
+WAIT_EXTENSION = "contextlift.waited"
+"""A request extension: called with (start, end) in `time.perf_counter()` for each wait on the upstream."""
+
+UpstreamTransport = Literal["aiohttp", "httpx"]
+
+MAX_HEAD_LINE_BYTES = 64 * 1024
+"""Longest line (status, or one header) of an upstream answer's head."""
+MAX_RESPONSE_HEADERS = 256
+
+
+class MalformedAnswer(httpx.RemoteProtocolError):
+    """The upstream answered, but not with valid HTTP the proxy asked for: an answer head it cannot parse (more
+    than `MAX_RESPONSE_HEADERS` headers, a line over `MAX_HEAD_LINE_BYTES`, garbage) or a protocol switch. The
+    same request gets the same answer: a fault of the upstream, not a lost connection, and never retried."""
+
+
+# Most specific first is not needed: `_mapped` picks the class no other match derives from.
+_AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
+    aiohttp.ClientError: httpx.TransportError,
+    aiohttp.ClientConnectionError: httpx.NetworkError,
+    aiohttp.ClientOSError: httpx.NetworkError,
+    aiohttp.ClientConnectorError: httpx.ConnectError,
+    aiohttp.ConnectionTimeoutError: httpx.ConnectTimeout,
+    aiohttp.ServerDisconnectedError: httpx.RemoteProtocolError,
+    aiohttp.ServerTimeoutError: httpx.ReadTimeout,
+    aiohttp.SocketTimeoutError: httpx.ReadTimeout,
+    aiohttp.ClientPayloadError: httpx.RemoteProtocolError,
+    # Raised by aiohttp's response parser only (the proxy never calls raise_for_status): the head was malformed.
+    aiohttp.ClientResponseError: MalformedAnswer,
+    aiohttp.InvalidURL: httpx.UnsupportedProtocol,
+    TimeoutError: httpx.ReadTimeout,
+}
+
+
+def _mapped(error: BaseException) -> type[httpx.TransportError] | None:
+    matches = [cls for cls in _AIOHTTP_TO_HTTPX if isinstance(error, cls)]
+    if not matches:
+        return None
+    return _AIOHTTP_TO_HTTPX[next(c for c in matches if not any(o is not c and issubclass(o, c) for o in matches))]
+
+
+@contextlib.contextmanager
+def _aiohttp_errors_as_httpx() -> Iterator[None]:
+    try:
+        yield
+    except httpx.HTTPError as error:
+        # httpx-aiohttp already mapped it, by its table: map the aiohttp error underneath again, by ours.
+        cause = error.__cause__
+        target = _mapped(cause) if cause is not None else None
+        if target is None or isinstance(error, target):
+            raise
+        raise target(str(cause) or type(cause).__name__) from cause
+    except (aiohttp.ClientError, TimeoutError) as error:
+        target = _mapped(error)
+        if target is None:
+            raise
+        raise target(str(error) or type(error).__name__) from error
+
+
+class _MappedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _aiohttp_errors_as_httpx():
+            async for chunk in self._stream:
+                yield chunk
+
+    async def aclose(self) -> None:
+        with _aiohttp_errors_as_httpx():
+            await self._stream.aclose()
+
+
+def _header_text(value: bytes) -> str:
+    # aiohttp writes header values as UTF-8: a value that is UTF-8 (as clients send non-ASCII text) goes out as
+    # the same bytes; any other byte sequence is read as latin-1 and goes out re-encoded.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _payload(content: bytes) -> aiohttp.payload.BytesPayload:
+    # aiohttp warns (ResourceWarning) about a bytes body over 1 MiB, "might lock the event loop": here the body is
+    # already in memory, bounded by max_body_bytes, and the socket transport buffers it without blocking; the
+    # BytesIO aiohttp suggests would be read in an executor thread, slower. The warning is silenced for this
+    # synchronous constructor only.
+    if len(content) <= aiohttp.payload.TOO_LARGE_BYTES_BODY:
+        return aiohttp.payload.BytesPayload(content)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        return aiohttp.payload.BytesPayload(content)
+
+
+_SOCKETS: contextvars.ContextVar[list[asyncio.Transport]] = contextvars.ContextVar("contextlift_upstream_sockets")
+
+
+class _AbortableRequest(aiohttp.ClientRequest):
+    """Records the socket a request is sent on (for `_AiohttpUpstream`: see there why)."""
+
+    async def send(self, conn: Any) -> Any:
+        sockets = _SOCKETS.get(None)
+        if sockets is not None and conn.transport is not None:
+            sockets.append(conn.transport)
+        return await super().send(conn)
+
+
+class _AiohttpUpstream(AiohttpTransport):
+    """httpx-aiohttp's transport, its request call written out here: the body goes as a payload built without
+    aiohttp's large-body warning (see `_payload`), a connection given up on is dropped rather than left to flush,
+    an interim answer is refused, and errors are mapped by our rule."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        data: aiohttp.payload.Payload | httpx.AsyncByteStream | None
+        try:
+            data = _payload(request.content) if request.content else None
+        except httpx.RequestNotRead:
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            data = request.stream
+        sockets: list[asyncio.Transport] = []
+        token = _SOCKETS.set(sockets)
+        try:
+            with _aiohttp_errors_as_httpx():
+                response = await self._request(request, data)
+        except BaseException:
+            # aiohttp closes a connection it gives up on (a timeout, a cancelled call) gracefully, which waits for
+            # the body it queued to be flushed: an upstream that never reads would keep the socket and the whole
+            # queued body for good. Nothing more will be read or written on it: drop it at once.
+            for socket in sockets:
+                socket.abort()
+            raise
+        finally:
+            _SOCKETS.reset(token)
+        if response.status < 200:
+            # An interim or 101 answer the proxy never asked for (it forwards no Upgrade, no Expect): relaying it
+            # would hand the client a protocol switch or a headless stream.
+            response.close()
+            raise MalformedAnswer(f"upstream answered {response.status} to a request that asked for none")
+        extensions = {
+            "http_version": b"HTTP/1.1",
+            **({"reason_phrase": response.reason.encode()} if response.reason else {}),
+        }
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_MappedStream(AiohttpResponseStream(response)),
+            request=request,
+            extensions=extensions,
+        )
+
+    async def _request(self, request: httpx.Request, data: Any) -> aiohttp.ClientResponse:
+        assert isinstance(self.client, aiohttp.ClientSession)
+        timeout = request.extensions.get("timeout", {})
+        return await self.client.request(
+            method=request.method,
+            # As httpx encoded it: yarl would otherwise re-normalise the query (`%2F` to `/`, `%40` to `@`).
+            url=yarl.URL(str(request.url), encoded=True),
+            # Names as the client cased them (a CIMultiDict of httpx.Headers would lowercase them all).
+            headers=[(name.decode("latin-1"), _header_text(value)) for name, value in request.headers.raw],
+            data=data,
+            allow_redirects=False,
+            auto_decompress=False,
+            compress=False,
+            timeout=aiohttp.ClientTimeout(
+                sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+            ),
+        ).__aenter__()
+
+
+class _FreshConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, never reusing a pooled connection that holds unread bytes. aiohttp keeps reading an
+    idle keep-alive connection; a late or stray answer written on it (a gateway's 408 before it closes, a
+    duplicate response) would otherwise be read as the next request's answer, another client's. httpcore's pool
+    checked every idle connection for this; here only the one about to be reused is checked."""
+
+    async def _get(self, key: Any, traces: list[Any]) -> Any:
+        while (connection := await super()._get(key, traces)) is not None:
+            protocol = connection.protocol
+            if protocol is not None and not protocol.should_close:
+                return connection
+            connection.close()
+        return None
+
+
+def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.AsyncBaseTransport | None:
+    """The transport for the upstream client, or None for httpx's own pool."""
+    if kind == "httpx":
+        return None
+
+    def session() -> aiohttp.ClientSession:
+        # Made on first use, inside the running loop, as aiohttp requires.
+        made = aiohttp.ClientSession(
+            # httpx's trust store (certifi), as the proxy always verified against.
+            connector=_FreshConnector(limit=max_connections, limit_per_host=0, ssl=httpx.create_ssl_context()),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            request_class=_AbortableRequest,
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+            # httpx's pool read answer heads of ~100 KB; aiohttp's defaults (8 KB a line, 128 headers) would refuse,
+            # as a lost connection that is retried and billed, an upstream with one long header.
+            max_line_size=MAX_HEAD_LINE_BYTES,
+            max_field_size=MAX_HEAD_LINE_BYTES,
+            max_headers=MAX_RESPONSE_HEADERS,
+        )
+        # aiohttp re-sends an idempotent request once, unseen, when a reused connection drops; the proxy counts and
+        # retries its calls itself (and promises a relayed call is sent once). No public setting in aiohttp 3.14.
+        if hasattr(made, "_retry_connection"):
+            made._retry_connection = False
+        return made
+
+    return _AiohttpUpstream(client=session)
+
+
+class _TimedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream, waited: Callable[[float, float], None]) -> None:
+        self._stream = stream
+        self._waited = waited
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pieces = aiter(self._stream)
+        while True:
+            start = time.perf_counter()
+            try:
+                piece = await anext(pieces)
+            except StopAsyncIteration:
+                return
+            finally:
+                self._waited(start, time.perf_counter())
+            yield piece
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class TimedTransport(httpx.AsyncBaseTransport):
+    """Any transport, timing how long each request waits on the upstream: from handing the request to the
+    transport until the answer's head is in, then each wait for the next piece of the body. A request opts in
+    with the `WAIT_EXTENSION` extension. What is timed includes the HTTP client's own sending and parsing (for
+    aiohttp a few tens of microseconds, next to the proxy's milliseconds) but none of httpx's client-side work
+    nor the proxy's: `X-Context-Overhead-Ms` is the request's time minus these waits."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        waited = request.extensions.get(WAIT_EXTENSION)
+        if waited is None:
+            return await self._inner.handle_async_request(request)
+        start = time.perf_counter()
+        try:
+            response = await self._inner.handle_async_request(request)
+        finally:
+            waited(start, time.perf_counter())
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers.raw,
+            stream=_TimedStream(response.stream, waited),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
