@@ -2,18 +2,20 @@
 scores, and reported with confidence intervals, the lift of each strategy over `none`, the positional gap
 it recovers, and its cost. `contextlift eval` is the command line; these are its parts for use from Python.
 
-Tasks (one module each, each exporting its `Task` as `TASK`; `eval.plan.TASKS` lists them): `litm_qa`, `litm_kv`,
-`swim`, `length`, `multifact`.
+Rooms: `tasks/` (one module each, each exporting its `Task` as `TASK`; `eval.plan.TASKS` lists them), `verdicts/`
+(statistics, results, the best pipeline), `report/` (markdown, HTML, plots, the shadow report). Beside them the
+plan, the runner and its cache, the command line, and `policy_writer`, which reads eval and shadow reports alike.
+Each room's `__init__.py` says what it may import; `eval` itself may import `proxy` and `strategies`.
 """
 
 from eval.cache import Answer, ResponseCache
 from eval.cases import Case, Grid, Sample, TaskInfo
 from eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
-from eval.publish import write_report
-from eval.results import RunInfo, load_samples
+from eval.report.publish import write_report
 from eval.runner import Runner, Target, jobs, score
 from eval.sources import Sources, find_sources
-from eval.tasks import BuildContext, Option, Task
+from eval.tasks.registry import BuildContext, Option, Task
+from eval.verdicts.results import RunInfo, load_samples
 
 __all__ = [
     "PROFILES",

@@ -111,7 +111,7 @@ def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -
 
 
 def _shadow_report(args: argparse.Namespace, _: None) -> int:
-    from eval.shadow_report import write_shadow_report
+    from eval.report.shadow import write_shadow_report
 
     try:
         summary = write_shadow_report(args.sinks, args.out)

@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx
 
-from eval import replay
 from eval.cache import ResponseCache
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
-from eval.publish import read_info, write_report, write_samples
-from eval.results import RunInfo, load_samples
+from eval.report.publish import read_info, write_report, write_samples
 from eval.runner import Progress, Runner, Target, jobs
 from eval.sources import find_sources
+from eval.tasks import replay
+from eval.verdicts.results import RunInfo, load_samples
 
 
 class EvalError(Exception):

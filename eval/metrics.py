@@ -15,6 +15,9 @@ import re
 import string
 from collections.abc import Iterable, Sequence
 
+AGREEMENT_METRIC = "same_answer"
+"""The replay's score of agreement with the served answer: not accuracy, so no lift or verdict is read from it."""
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")

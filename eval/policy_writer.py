@@ -1,6 +1,6 @@
 """A policy for `auto`, written from eval reports and shadow reports: per model and prompt shape, the pipeline
 with the best measured lift that holds in some regime and is significantly below `none` in none, by the report's
-own rule (eval.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction
+own rule (eval.verdicts.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction
 over the regime's pipelines), within the operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a
 comment saying why. A smoke-test report (the quick profile) yields no rule. A shadow-report folder (its
 `probes.json`: positional probes on live traffic) yields rules per model and detected format by the same rule,
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eval.best_pipeline import SMOKE_PROFILES, harmful, significant
-from eval.probe_report import PROBES_FILE
-from eval.stats import ALPHA, MIN_DISCORDANT
+from eval.report.probes import PROBES_FILE
+from eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
+from eval.verdicts.stats import ALPHA, MIN_DISCORDANT
 
 SHAPE_FORMATS = {
     "paper": "litm",

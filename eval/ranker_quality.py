@@ -21,7 +21,7 @@ from typing import Any
 from eval.cases import Case
 from eval.plan import build_cases, make_plan
 from eval.sources import find_sources
-from eval.stats import wilson
+from eval.verdicts.stats import wilson
 from strategies import ChatRequest, parse_request
 from strategies.embedder import Embedder
 from strategies.rankers import RankerSet, published_rankers, rank_documents

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from eval.plan import build_cases, make_plan
 from eval.sources import find_sources
-from eval.stats import newcombe_paired, sign_test
+from eval.verdicts.stats import newcombe_paired, sign_test
 from proxy.policy import ranker_margin
 from strategies import SentenceTransformerEmbedder, parse_request
 from strategies.rankers import RankerSet, published_rankers, rank_documents

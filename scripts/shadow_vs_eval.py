@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from eval.metrics import best_subspan_em
-from eval.shadow_report import sink_records
-from eval.stats import estimate, paired_bootstrap
+from eval.sinks import sink_records
+from eval.verdicts.stats import estimate, paired_bootstrap
 
 
 def main() -> None:

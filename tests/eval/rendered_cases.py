@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from eval import litm_qa
 from eval.cases import Case, Grid
-from eval.litm import Passage
 from eval.metrics import holds_answer
-from eval.prompt_shapes import PAPER, SHAPES, Chat
 from eval.sources import Sources
+from eval.tasks import litm_qa
+from eval.tasks.litm import Passage
+from eval.tasks.prompt_shapes import PAPER, SHAPES, Chat
 
 
 def rendered(grid: Grid, sources: Sources) -> list[tuple[Case, str, list[Passage]]]:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from eval.cases import Sample
-from eval.effective_length import effective_lengths
-from eval.report import render_markdown
-from eval.results import RunInfo, results
+from eval.report.markdown import render_markdown
+from eval.verdicts.effective_length import effective_lengths
+from eval.verdicts.results import RunInfo, results
 
 VARIANT = "varsum, whitespace"
 SIZES = (0, 1000, 2000, 4000)

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from eval import length, litm_kv, litm_qa, multifact, swim
 from eval.cases import Grid, resolve_positions
-from eval.litm import QA_INSTRUCTION
 from eval.plan import build_cases, make_plan
 from eval.sources import Sources
+from eval.tasks import length, litm_kv, litm_qa, multifact, swim
+from eval.tasks.litm import QA_INSTRUCTION
 from strategies import DocumentFormat, parse_request
 
 NO_FILES = Sources()

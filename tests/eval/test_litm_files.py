@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from eval.litm import (
+from eval.metrics import normalize_answer
+from eval.tasks.litm import (
     closed_book_prompt,
     distractors_from_other_questions,
     kv_prompt,
@@ -18,7 +19,6 @@ from eval.litm import (
     place_kv,
     qa_prompt,
 )
-from eval.metrics import normalize_answer
 from strategies import DocumentFormat, parse_request
 from tests.benchmark_data import LITM_KV_75, LITM_KV_140, LITM_ORACLE, data_file
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from eval import litm_qa
 from eval.cases import Case, Grid, Sample
-from eval.fiction import TEMPLATES, invented_facts
 from eval.plan import make_plan, task_record
-from eval.prompt_shapes import SHAPES
-from eval.report import render_markdown
-from eval.results import RunInfo, results
-from eval.same_entity import same_entity_distractors
+from eval.report.markdown import render_markdown
 from eval.sources import Sources
+from eval.tasks import litm_qa
+from eval.tasks.fiction import TEMPLATES, invented_facts
+from eval.tasks.prompt_shapes import SHAPES
+from eval.tasks.same_entity import same_entity_distractors
+from eval.verdicts.results import RunInfo, results
 from strategies import parse_request
 from tests.eval.rendered_cases import holds, rendered
 

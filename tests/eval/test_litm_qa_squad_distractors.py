@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from eval import litm_qa
 from eval.cases import Grid
-from eval.litm import Passage
 from eval.metrics import normalize_answer
-from eval.prompt_shapes import SHAPES
 from eval.sources import Sources, find_sources
-from eval.squad import load_squad, same_article_questions
+from eval.tasks import litm_qa
+from eval.tasks.litm import Passage
+from eval.tasks.prompt_shapes import SHAPES
+from eval.tasks.squad import load_squad, same_article_questions
 from strategies import parse_request
 from tests.benchmark_data import SQUAD, data_file, data_folder
 from tests.eval.rendered_cases import holds, rendered

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from eval import litm_qa
 from eval.cases import Grid
-from eval.prompt_shapes import SHAPES
 from eval.sources import Sources
+from eval.tasks import litm_qa
+from eval.tasks.prompt_shapes import SHAPES
 from strategies import parse_request
 
 EXPECTED = {

@@ -37,12 +37,12 @@ from llama_index.core.prompts.chat_prompts import CHAT_TEXT_QA_PROMPT
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from pydantic import Field
 
-from eval import litm_qa
 from eval.cases import Case, Grid
-from eval.litm import Passage
 from eval.metrics import best_subspan_em, dspy_field
-from eval.prompt_shapes import LANGCHAIN_RAG_SYSTEM, SHAPES, prompt_shape
 from eval.sources import Sources
+from eval.tasks import litm_qa
+from eval.tasks.litm import Passage
+from eval.tasks.prompt_shapes import LANGCHAIN_RAG_SYSTEM, SHAPES, prompt_shape
 
 Messages = list[dict[str, str]]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.litm_qa import DISTRACTORS, REGIMES
 from eval.plan import make_plan
+from eval.tasks.litm_qa import DISTRACTORS, REGIMES
 from proxy.cli import _parser
 from strategies import build_registry, parse_selection
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from eval.cases import Sample
-from eval.publish import write_report
-from eval.results import RunInfo, load_samples
-from eval.stats import estimate, gap_recovered, paired_bootstrap, wilson
+from eval.report.publish import write_report
+from eval.verdicts.results import RunInfo, load_samples
+from eval.verdicts.stats import estimate, gap_recovered, paired_bootstrap, wilson
 
 
 def test_estimate_is_mean_with_sample_stderr_and_wilson_interval() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.shadow_report import summarise
+from eval.report.shadow import summarise
 from proxy.cli import main
 from tests.fakes import FakeUpstream, completion
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval import swim
 from eval.cases import Grid
 from eval.sources import Sources
+from eval.tasks import swim
 
 
 @pytest.fixture

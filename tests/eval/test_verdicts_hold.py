@@ -13,8 +13,8 @@ import pytest
 
 from eval.cases import Sample
 from eval.policy_writer import CostCeiling, write_policy
-from eval.results import RunInfo, results
-from eval.stats import MIN_DISCORDANT, detectable_lift, holm, newcombe_paired, paired_lift, sign_test
+from eval.verdicts.results import RunInfo, results
+from eval.verdicts.stats import MIN_DISCORDANT, detectable_lift, holm, newcombe_paired, paired_lift, sign_test
 from tests.eval.test_best_pipeline_per_regime import sample
 
 PAPER = {"litm-qa": {"name": "litm-qa", "prompt": "paper", "positional": True}}

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.litm import Passage, qa_prompt
+from eval.tasks.litm import Passage, qa_prompt
 from proxy.cli import main
 from tests.fakes import FakeUpstream, completion
 from tests.proxy.test_shadow_evaluation import metric, settle

@@ -16,7 +16,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from eval.shadow_report import read_sink
+from eval.sinks import read_sink
 from tests.fakes import FakeUpstream, chunk, completion, sse_body
 from tests.proxy.test_shadow_evaluation import BODY, hangs, metric, settle, shadow_of
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.cases import Case, Grid
-from eval.litm_qa import build
 from eval.sources import Sources
+from eval.tasks.litm_qa import build
 
 FIXTURE = Path(__file__).parent / "fixtures" / "smollm2_recitations.jsonl"
 

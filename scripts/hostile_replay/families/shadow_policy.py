@@ -253,7 +253,7 @@ async def _shadowed(second: Second, bodies: list[dict[str, object]], headers: di
 
 
 def _records_in_sink(second: Second) -> int:
-    from eval.shadow_report import read_sink
+    from eval.sinks import read_sink
 
     return len(read_sink(second.sink).records) if second.sink.exists() else 0
 
@@ -314,7 +314,7 @@ async def _offline_tools(ctx: Ctx) -> Verdict:
             subprocess.run, [sys.executable, "-m", "proxy.cli", "shadow-report", str(sink), "--out",
                              str(folder / "report")], cwd=ROOT, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        from eval.replay import build
+        from eval.tasks.replay import build
 
         def never_asked(*_: object) -> str:
             raise AssertionError("no record here gets as far as a generated question")

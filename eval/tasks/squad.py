@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.litm import Passage
 from eval.metrics import normalize_answer
+from eval.tasks.litm import Passage
 
 
 @dataclass(frozen=True, slots=True)

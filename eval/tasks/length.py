@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.fiction import filler_text, invented_name
 from eval.sources import Sources
-from eval.tasks import Option, Task
+from eval.tasks.fiction import filler_text, invented_name
+from eval.tasks.registry import Option, Task
 from strategies import TiktokenTokenizer
 
 INFO = TaskInfo(

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from eval.cases import Case, Grid, TaskInfo, case_rng
-from eval.fiction import filler_text, invented_name
 from eval.sources import Sources
-from eval.tasks import Option, Task
+from eval.tasks.fiction import filler_text, invented_name
+from eval.tasks.registry import Option, Task
 from strategies import TiktokenTokenizer
 
 INFO = TaskInfo(

@@ -23,17 +23,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 
-from eval.cases import Case, Sample, TaskInfo
-from eval.litm import Passage, place, qa_prompt
-from eval.metrics import normalize_answer
-from eval.results import AGREEMENT_METRIC
-from eval.shadow_report import read_sink
-from eval.swim import generate_items
-from eval.tasks import Ask
+from eval.cases import Case, TaskInfo
+from eval.metrics import AGREEMENT_METRIC
+from eval.sinks import read_sink
+from eval.tasks.litm import Passage, place, qa_prompt
+from eval.tasks.registry import Ask
+from eval.tasks.swim import generate_items
 from strategies import DocumentLimitError, parse_request
 from strategies.probes import PROBE_MAX_TOKENS, make_probe, place_probe
 
@@ -137,40 +134,3 @@ def _max_tokens(body: dict[str, object]) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"max_tokens {value!r:.40} is not a positive integer")
     return value
-
-
-def stability_section(samples: Sequence[Sample]) -> list[str]:
-    """Per strategy: how often its answer survives the permutation of the documents (its own two answers,
-    normalised, equal), and how often it agrees with the served answer as captured."""
-    pairs: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
-    agreement: dict[str, list[float]] = defaultdict(list)
-    for sample in samples:
-        if sample.task != INFO.name or sample.variant not in ("as-captured", "permuted") or sample.error:
-            continue
-        pairs[(sample.strategy, sample.sample)][sample.variant] = normalize_answer(sample.answer)
-        if sample.variant == "as-captured":
-            agreement[sample.strategy].append(sample.score)
-    stable: dict[str, list[float]] = defaultdict(list)
-    for (strategy, _), answers in pairs.items():
-        if len(answers) == 2:
-            stable[strategy].append(float(answers["as-captured"] == answers["permuted"]))
-    if not stable:
-        return []
-    from eval.stats import estimate
-
-    lines = [
-        "## replay: stability and agreement",
-        "",
-        "stable: the strategy gave the same answer (normalised) with the documents in another order; agrees: its "
-        "answer to the request as captured is the one the client was served",
-        "",
-        "| strategy | stable | 95% CI | agrees with served | 95% CI | n |",
-        "|---|---|---|---|---|---|",
-    ]
-    for strategy in sorted(stable):
-        s, a = estimate(stable[strategy]), estimate(agreement[strategy])
-        lines.append(
-            f"| {strategy} | {s.value:.3f} | [{s.low:.3f}, {s.high:.3f}] | {a.value:.3f} | [{a.low:.3f}, {a.high:.3f}] "
-            f"| {s.n} |"
-        )
-    return [*lines, ""]

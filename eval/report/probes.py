@@ -1,7 +1,7 @@
 """The positional-probe part of `contextlift shadow-report`: per model and detected format, accuracy by the
 needle's position for `none`, the served pipeline and each candidate (Wilson 95% intervals), the depth of the U
 (the edges' mean against the middle, paired per probe), and each pipeline's paired lift over `none` under the
-eval's own rule (eval.best_pipeline.significant: exact paired test, at least MIN_DISCORDANT pairs that differ,
+eval's own rule (eval.verdicts.best_pipeline.significant: exact paired test, at least MIN_DISCORDANT pairs that differ,
 Holm's correction over the pipelines compared). Written as a report section, a position plot per group and
 `probes.json`, which `contextlift policy` reads."""
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.best_pipeline import harmful, significant
-from eval.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
+from eval.verdicts.best_pipeline import harmful, significant
+from eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
 
 POSITIONS = {"first": 0, "middle": 50, "last": 100}
 """The needle's position, as a depth in % of the documents (the plot's axis)."""
@@ -221,7 +221,7 @@ def _plot(group: dict[str, Any], out: Path) -> str | None:
         import matplotlib
     except ImportError:
         return None
-    from eval.plots import position_plot
+    from eval.report.plots import position_plot
 
     matplotlib.use("Agg")
     folder = out / "plots"

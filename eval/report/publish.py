@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from eval.cases import Sample
-from eval.html import render_html
-from eval.plots import draw
-from eval.replay import stability_section
-from eval.report import render_markdown
-from eval.results import RunInfo, results
+from eval.report.html import render_html
+from eval.report.markdown import render_markdown
+from eval.report.plots import draw
+from eval.report.replay import stability_section
+from eval.verdicts.results import RunInfo, results
 
 SAMPLES = "samples.jsonl"
 RUN = "run.json"

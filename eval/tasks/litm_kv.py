@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.litm import KVExample, kv_prompt, load_kv, place_kv
 from eval.sources import Sources
-from eval.tasks import Task
+from eval.tasks.litm import KVExample, kv_prompt, load_kv, place_kv
+from eval.tasks.registry import Task
 
 INFO = TaskInfo("litm-kv", "Key-value retrieval (Lost in the Middle)", "pairs", "gold pair index", "substring")
 MAX_TOKENS = 64

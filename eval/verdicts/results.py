@@ -1,5 +1,5 @@
 """What the report shows, as data: the samples read back, accuracy per cell with its interval, each strategy's
-paired lift over `none`, the positional gap it recovers, and its cost. `eval.report` renders these."""
+paired lift over `none`, the positional gap it recovers, and its cost. `eval.report.markdown` renders these."""
 
 from __future__ import annotations
 
@@ -11,14 +11,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eval.best_pipeline import best_pipelines
 from eval.cases import Sample
-from eval.effective_length import effective_lengths
-from eval.stats import Estimate, PairedLift, detectable_lift, estimate, gap_recovered, holm, paired_lift, percentile
+from eval.metrics import AGREEMENT_METRIC
+from eval.verdicts.best_pipeline import best_pipelines
+from eval.verdicts.effective_length import effective_lengths
+from eval.verdicts.stats import (
+    Estimate,
+    PairedLift,
+    detectable_lift,
+    estimate,
+    gap_recovered,
+    holm,
+    paired_lift,
+    percentile,
+)
 
 BASELINE = "none"
-
-AGREEMENT_METRIC = "same_answer"
 
 
 @dataclass(frozen=True, slots=True)

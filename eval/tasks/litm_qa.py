@@ -1,5 +1,5 @@
 """`litm-qa`: Lost in the Middle's multi-document QA. The paper's prompt and document lines (or, with the
-`prompt` option, a framework's shape: `eval.prompt_shapes`), the gold at each position among N documents, plus
+`prompt` option, a framework's shape: `eval.tasks.prompt_shapes`), the gold at each position among N documents, plus
 the closed-book and oracle baselines. Closed-book is the question alone under every shape: with no documents
 there is no app's shape to copy.
 
@@ -16,9 +16,9 @@ reordering shows. The quick profile pins `easy` alone, so that its minutes stay 
 
 - `easy`, variant `standard`: the cases above, unchanged.
 - `hard`, variant `hard`: the generated question and gold passage (those of `standard` when no QA file is
-  given), among passages about the same invented entity and near-misses (`eval.same_entity`).
+  given), among passages about the same invented entity and near-misses (`eval.tasks.same_entity`).
 - `squad`, variant `hard-squad`: an answerable SQuAD 2.0 dev question, its paragraph as the gold, among other
-  paragraphs of the same Wikipedia article that hold none of its answers (`eval.squad`).
+  paragraphs of the same Wikipedia article that hold none of its answers (`eval.tasks.squad`).
 
 Closed-book and oracle run once per distinct question: `hard` shares `standard`'s when its question and gold are
 the same (generated), and otherwise has its own (`hard closed-book`, `hard oracle`), as `hard-squad` always does.
@@ -31,8 +31,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.fiction import Fact, invented_facts, paragraph
-from eval.litm import (
+from eval.sources import Sources
+from eval.tasks.fiction import Fact, invented_facts, paragraph
+from eval.tasks.litm import (
     Passage,
     QAExample,
     closed_book_prompt,
@@ -40,11 +41,10 @@ from eval.litm import (
     load_qa,
     place,
 )
-from eval.prompt_shapes import PROMPT, Chat
-from eval.same_entity import same_entity_distractors
-from eval.sources import Sources
-from eval.squad import SameArticleQuestion, same_article_questions
-from eval.tasks import Option, Task
+from eval.tasks.prompt_shapes import PROMPT, Chat
+from eval.tasks.registry import Option, Task
+from eval.tasks.same_entity import same_entity_distractors
+from eval.tasks.squad import SameArticleQuestion, same_article_questions
 
 INFO = TaskInfo(
     "litm-qa", "Multi-document QA (Lost in the Middle)", "documents", "gold document index", "best_subspan_em"

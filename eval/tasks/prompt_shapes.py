@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from eval.litm import Passage, qa_prompt
-from eval.tasks import Option
+from eval.tasks.litm import Passage, qa_prompt
+from eval.tasks.registry import Option
 
 PAPER = "paper"
 

@@ -1,5 +1,5 @@
 """`report.md`: the verdict first, then one section per task (accuracy by position in lm-evaluation-harness style,
-effective length, lifts, gap recovered, cost), rendered from what `eval.results` computed."""
+effective length, lifts, gap recovered, cost), rendered from what `eval.verdicts.results` computed."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.best_pipeline import best_pipeline_section
-from eval.effective_length import effective_length_table
-from eval.results import order_of
+from eval.verdicts.best_pipeline import best_pipeline_section
+from eval.verdicts.effective_length import effective_length_table
+from eval.verdicts.results import order_of
 
 
 def _strategies(names: Iterable[str], requested: Sequence[str]) -> list[str]:
