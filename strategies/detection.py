@@ -2,8 +2,9 @@
 
 Shapes are tried from the most explicit to the most inferred: a format the operator declared for the
 model, then the papers' formats (`Document [i](Title: t)`, `<document>` elements, `Document N:` blocks, the KV JSON
-object), then a marked context region (`strategies.regions`), numbered markers, a tool's JSON list, and
-documents spread over messages (tool results, per-document system messages). A request may name one shape
+object), then a marked context region (`strategies.regions`), numbered markers (in a system prompt only below
+a paragraph that announces sources), a tool's JSON list or one pasted on lines of its own into a user message,
+and documents spread over messages (tool results, per-document system messages). A request may name one shape
 (`format=` on its strategy), and then only that one is tried.
 
 A shape applies only on strong evidence: the documents' count (two or more where they were inferred from a
@@ -24,8 +25,13 @@ from strategies.declared import DeclaredFormat, declared_for
 from strategies.documents_field import DOCUMENTS_FIELD, from_documents_field
 from strategies.formats import SCANNERS
 from strategies.limits import DocumentLimitError, DocumentLimits
-from strategies.message_documents import scan_json_list, system_document_run, tool_result_run
-from strategies.numbered import AmbiguousNumbering, scan_numbered
+from strategies.message_documents import (
+    scan_embedded_json_list,
+    scan_json_list,
+    system_document_run,
+    tool_result_run,
+)
+from strategies.numbered import AmbiguousNumbering, announces_sources, scan_numbered
 from strategies.question import find_question
 from strategies.regions import RegionTooLarge, find_region, split_region
 from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
@@ -269,20 +275,33 @@ class _Search:
                 if spans:
                     yield _Candidate(fmt, spans, fmt.value)
         yield from self._region_candidates(text)
-        # In a system prompt, `[1] Be concise.` lines are rules, and the later user turn would pass for their
-        # question: there, only a marked context region or the papers' markers count.
-        if self._allows(DocumentFormat.NUMBERED) and role not in ("system", "developer"):
-            try:
-                numbered = list(itertools.islice(scan_numbered(text), self.most))
-            except AmbiguousNumbering:
-                self.reasons.add("ambiguous")
-                numbered = []
-            if numbered:
-                yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
+        if self._allows(DocumentFormat.NUMBERED):
+            yield from self._numbered_candidates(text, role)
         if role == "tool" and self._allows(DocumentFormat.JSON_LIST):
             items = scan_json_list(text, objects_only=True)
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, DocumentFormat.JSON_LIST.value)
+        elif role == "user" and self._allows(DocumentFormat.JSON_LIST):
+            items = list(itertools.islice(scan_embedded_json_list(text), self.most))
+            if items:
+                yield _Candidate(DocumentFormat.JSON_LIST, items, f"{DocumentFormat.JSON_LIST.value}; embedded")
+
+    def _numbered_candidates(self, text: str, role: Any) -> Iterator[_Candidate]:
+        instructions = role in ("system", "developer")
+        try:
+            numbered = list(itertools.islice(scan_numbered(text), self.most))
+        except AmbiguousNumbering:
+            if not instructions:
+                self.reasons.add("ambiguous")
+            return
+        if not numbered:
+            return
+        if not instructions:
+            yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
+        # In a system prompt, `[1] Be concise.` lines are rules, and the later user turn would pass for their
+        # question: there they are sources only when the paragraph above them says so.
+        elif announces_sources(text, numbered[0].start):
+            yield _Candidate(DocumentFormat.NUMBERED, numbered, f"{DocumentFormat.NUMBERED.value}; announced")
 
     def _region_candidates(self, text: str) -> Iterator[_Candidate]:
         region = find_region(text)

@@ -8,6 +8,8 @@
 - A tool message whose content is a JSON list of results (a search tool's output): each item is a string or an
   object with a text field (`content`, `text`, `snippet`, `page_content` ...). The items are spans of the
   message's text, so the JSON is reproduced byte for byte.
+- A user message that pastes such a list (often pretty-printed) between its instruction and its question
+  (`scan_embedded_json_list`): there only objects whose text field holds prose count, and no chat messages.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ TITLE_FIELDS = ("title", "name", "source", "url")
 # (`Rules:`, `Title: Safety`) are instructions, not documents. The number's blanks are inside its optional
 # group, so no two blank runs can take the same blanks.
 _OPENING = re.compile(rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS})(?:[ \t]*\[?\d{{1,9}}\]?)?[ \t]*:")
+# A line that opens a list of objects: where a pasted JSON list of results may start; it must end its line.
+_LIST_OPENING = re.compile(r"(?m)^[ \t]*\[[ \t\r\n]*\{")
+_LINE_END = re.compile(r"[ \t\r]*(?:\n|\Z)")
+# What bracket matching reads: a whole string (possessive: an unterminated one fails once, then `"` alone), a
+# bracket, or a run of anything else.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*+"|[\[\]]|[^"\[\]]+|"')
 
 
 def tool_result_run(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
@@ -138,3 +146,61 @@ def _item_title(item: Any) -> str | None:
             if isinstance(item.get(name), str):
                 return str(item[name])
     return None
+
+
+def scan_embedded_json_list(text: str) -> list[DocumentSpan]:
+    """The items of the first JSON list in `text` that stands on lines of its own, has two or more items and
+    whose every item is an object with a text field holding prose (two words or more) and no `role` (a pasted
+    chat transcript is not a set of documents); else []. Offsets are into `text`; the list's brackets and the
+    text around it stay where they are.
+
+    Each character is read by at most one decode: a list that fails to parse is not searched again inside the
+    text it read, and a nesting too deep to parse ends the search.
+    """
+    searched_to = 0
+    for opening in _LIST_OPENING.finditer(text):
+        at = text.index("[", opening.start())
+        if at < searched_to:
+            continue
+        end = _closing_bracket(text, at)
+        if end is None:
+            return []  # nothing after an unclosed list or string closes a list
+        searched_to = end
+        if _LINE_END.match(text, end) is None:
+            continue
+        # Decoded apart from the text: json's error message counts the lines before a failure's position, and
+        # in the whole text that cost grew with every failed list.
+        try:
+            value = json.loads(text[at:end])
+        except (ValueError, RecursionError):
+            continue
+        if _documents_list(value):
+            return [
+                DocumentSpan(start=span.start + at, end=span.end + at, text=span.text, title=span.title)
+                for span in scan_json_list(text[at:end], objects_only=True)
+            ]
+    return []
+
+
+def _closing_bracket(text: str, at: int) -> int | None:
+    """The offset after the `]` that closes the `[` at `at`, skipping strings; None when nothing closes it."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text, at):
+        kind = token.group()
+        if kind == "[":
+            depth += 1
+        elif kind == "]":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+        elif kind == '"':
+            return None
+    return None
+
+
+def _documents_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) >= 2
+        and all(isinstance(item, Mapping) and "role" not in item and " " in _item_text(item).strip() for item in value)
+    )

@@ -5,6 +5,10 @@ Evidence: at least two markers, all of one kind (the same word, or all bracketed
 0 or 1. Markers that restart or skip are two lists (an instruction's example beside the real sources), and the
 text is left alone. The numbers stay as written when documents move: an app that cites `[3]` maps it back to
 its third source, so renumbering would break its citations.
+
+In a system prompt numbered lines are rules as often as sources; there they count only when the paragraph just
+above them announces sources (`announces_sources`), as search apps write it: `Use these search results and cite
+them as [n].`
 """
 
 from __future__ import annotations
@@ -25,6 +29,35 @@ _MARKER = re.compile(
     rf"(?im)^[ \t]*(?:#{{1,6}}[ \t]*)?(?:\*\*)?(?:(?P<word>{WORDS})[ \t]*(?:#[ \t]*)?\[?(?P<n1>\d{{1,12}})\]?"
     r"(?:\*\*)?[ \t]*(?:[:.)]|(?=\n)|$)|\[(?P<n2>\d{1,12})\](?:\*\*)?[ \t])"
 )
+
+
+_SOURCES = (
+    r"(?:search results|web results|retrieved results|sources|documents|passages|snippets|excerpts|articles|"
+    r"references|contexts?|chunks|pages)"
+)
+# `these search results`, `the following sources`, `the provided documents`, `sources below`, `cite them as [n]`.
+# A document noun alone is not enough: `Never reveal your sources.` or `questions about the documents the user
+# uploads` sit above numbered rules too.
+_ANNOUNCEMENT = re.compile(
+    r"(?i)\b(?:these|the following|following|the provided|provided|the given|given|the retrieved|retrieved|"
+    r"the numbered|numbered|the attached|attached|the below|below)[ \t]+(?:(?:web|search|retrieved|relevant|"
+    rf"numbered|provided|top)[ \t]+)*{_SOURCES}\b|\b{_SOURCES}[ \t]+(?:are[ \t]+)?(?:below|listed below|"
+    r"that follow)\b|\[(?:n|num|number|index|source|source number|citation|citation number)\]"
+)
+# What the lines are when the paragraph names them after its announcement: `Cite the retrieved documents as [n].
+# Follow these rules:`.
+_NOT_SOURCES = re.compile(r"(?i)\b(?:rules?|guidelines?|instructions?|steps?|requirements?|constraints?|policies)\b")
+_ANNOUNCEMENT_WINDOW = 600
+"""Characters above the first marker read for the announcement: its paragraph, not the whole prompt."""
+
+
+def announces_sources(text: str, first_marker: int) -> bool:
+    """Whether the paragraph just above the first numbered marker at `first_marker` announces sources."""
+    window = text[max(0, first_marker - _ANNOUNCEMENT_WINDOW) : first_marker].rstrip()
+    blank = window.rfind("\n\n")
+    paragraph = window if blank == -1 else window[blank + 2 :]
+    announcement = _ANNOUNCEMENT.search(paragraph)
+    return announcement is not None and _NOT_SOURCES.search(paragraph, announcement.end()) is None
 
 
 class AmbiguousNumbering(ValueError):

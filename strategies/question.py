@@ -2,13 +2,17 @@
 
 In order: the latest user turn after the documents' message (a chat goes on after the context was given, and
 the latest turn is what is asked now); a cue line after the documents (`Question: ...`, `Query: ...`, `User
-query:`, `Key: ...`, DSPy's `[[ ## question ## ]]` field); a cue line before them (the question first, as in
-LangChain's rag-prompt); the text after the documents once answer slots (`Answer:`) are set aside.
+query:`, `Key: ...`, DSPy's `[[ ## question ## ]]` field, a `## Question` heading with the question below it, an
+instruction naming the question that ends in a colon: `Answer the following question using the context: ...`);
+a cue line before them (the question first, as in LangChain's rag-prompt); the text after the documents once
+answer slots (`Answer:`) are set aside.
 """
 
 from __future__ import annotations
 
 import re
+
+from strategies.spans import QUESTION_HEADING, QUESTION_INSTRUCTION
 
 # Anchored at a line start; the rest of the line is the question, or the next line when the cue stands alone.
 _CUE_LINE = re.compile(
@@ -16,8 +20,10 @@ _CUE_LINE = re.compile(
     r"[ \t]*:[ \t]*(?P<q>[^\n]*)$"
 )
 _FIELD = re.compile(r"(?m)^[ \t]*\[\[ ## (?:question|query|input) ## \]\][ \t]*$")
-# What closes the documents' wrapper (`</documents>`) when the question follows it.
-_CLOSING_TAGS = re.compile(r"\A(?:\s*</[A-Za-z_][\w.-]{0,40}\s*>)+")
+_HEADING = re.compile(rf"(?im){QUESTION_HEADING}")
+_INSTRUCTION = re.compile(rf"(?im){QUESTION_INSTRUCTION}[ \t]*(?P<q>[^\n]*)$")
+# What closes the documents' wrapper (`</documents>`, a pasted JSON list's `]`) when the question follows it.
+_CLOSING_TAGS = re.compile(r"\A(?:\s*(?:</[A-Za-z_][\w.-]{0,40}\s*>|\]))+")
 _ANSWER_SLOT = re.compile(
     r"(?im)^[ \t]*(?:answer|helpful answer|final answer|corresponding value|response)[ \t]*:[ \t]*$"
 )
@@ -28,8 +34,8 @@ def find_question(head: str, tail: str, later_user_text: str, *, bare: bool = Tr
     cue line marks it (the caller does not know where the documents end)."""
     if later_user_text.strip():
         return later_user_text.strip()
-    for text in (tail, head):
-        found = _cued(text)
+    for text, before in ((tail, False), (head, True)):
+        found = _cued(text, before=before)
         if found:
             return found
     if not bare:
@@ -37,14 +43,20 @@ def find_question(head: str, tail: str, later_user_text: str, *, bare: bool = Tr
     return _CLOSING_TAGS.sub("", _ANSWER_SLOT.sub("", tail)).strip()
 
 
-def _cued(text: str) -> str:
-    field = _FIELD.search(text)
+def _cued(text: str, *, before: bool) -> str:
+    field = _FIELD.search(text) or _HEADING.search(text)
     if field:
         return _next_line(text, field.end())
     cue = _CUE_LINE.search(text)
-    if cue is None:
+    if cue is not None:
+        return cue.group("q").strip() or _next_line(text, cue.end())
+    instruction = _INSTRUCTION.search(text)
+    if instruction is None:
         return ""
-    return cue.group("q").strip() or _next_line(text, cue.end())
+    # Above the documents, `Answer the question using the following context:` introduces the context, not the
+    # question: there only a question on the instruction's own line counts.
+    asked = instruction.group("q").strip()
+    return asked if asked or before else _next_line(text, instruction.end())
 
 
 def _next_line(text: str, position: int) -> str:

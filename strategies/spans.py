@@ -60,12 +60,31 @@ MAX_NUMBER_DIGITS = 9
 """A position has far fewer digits; a longer run is no position (and `int` refuses one past 4,300 digits)."""
 
 BLANK_LINE = re.compile(r"\n[ \t]*\n")
+QUESTION_WORDS = "question|query|user query|user question|your question|the question|user's question"
+"""What a heading or a bold line standing alone above the question says (`## Question`, `**User query**`)."""
+QUESTION_HEADING = rf"^[ \t]*(?:#{{1,6}}[ \t]*(?:\*\*)?|\*\*)(?:{QUESTION_WORDS})(?:\*\*)?[ \t]*:?(?:\*\*)?[ \t]*$"
+"""A line that is only a heading naming the question (pattern text, multi-line mode): the question is below it.
+A heading marker (`#`, `**`) is required: a bare `Question` line is as often a document's own word."""
+_ANSWER_THE_QUESTION = (
+    r"(?:(?:please|now|then|finally)[ \t,]+)*(?:answer|respond to|reply to|address)[ \t]+"
+    r"(?:(?:the|this|that|my|our|a|each|following|user'?s|last|final|next|given|customer'?s)[ \t]+){0,4}"
+    r"(?:question|query|request)s?\b"
+)
+QUESTION_INSTRUCTION = (
+    r"^[ \t]*(?:\*\*)?(?:(?:using|based on|given|according to|with|from|considering)\b[^\n:,]{0,120}+,[ \t]*)?"
+    rf"{_ANSWER_THE_QUESTION}[^\n:]{{0,200}}+:"
+)
+"""An instruction that names the question and ends in a colon, the question after it on the same line or below
+it (`Answer the following question using only the context above: ...`, `Based on the sources, answer the
+user's question:`); pattern text, case-insensitive multi-line mode. The possessive runs read each line once."""
+
 # A line that opens what follows the documents: the question, the answer slot, or the next instruction.
 # Only words a document's own lines rarely open with: `Q:`, `Input:` or `Task:` lines belong to FAQ and
 # how-to documents as often as to the prompt, and would end the context inside one.
 END_CUE = re.compile(
     r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:question|query|user query|user question|answer|helpful answer|"
-    r"final answer|instructions?)(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{1,40} ## \]\]"
+    rf"final answer|instructions?)(?:\*\*)?[ \t]*:|^[ \t]*\[\[ ## [\w ]{{1,40}} ## \]\]|{QUESTION_HEADING}|"
+    rf"{QUESTION_INSTRUCTION}"
 )
 
 

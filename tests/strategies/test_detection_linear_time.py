@@ -56,6 +56,18 @@ HOSTILE_PROMPTS = {
     # Fifty nested objects, each failing to decode only at the very end of the text.
     "json-failing-late-fifty-times": "".join(f'{{"a{i}":[' + "1," * (MB // 100) + '1],"b":' for i in range(50)),
     "json-many-records": megabyte('"k":"v",', head="{", tail='"z":"v"}'),
+    # A JSON list pasted into a user message: each opening line is decoded once, whatever its lists hold.
+    "json-list-openings": megabyte("[\n"),
+    # A decode error's message counts the lines before it: in the whole text, each failed list cost the prompt.
+    "json-lists-each-invalid": megabyte('[{"a" 1}]\n'),
+    "json-lists-unclosed-string": megabyte('[{"a": "b}]\n'),
+    "json-lists-failing-late": megabyte("[" + "1," * 1000 + "x\n"),
+    "json-lists-that-are-no-documents": megabyte('[{"text":"a"},{"text":"b"}]\n'),
+    "json-lists-of-documents-then-no-line-end": megabyte('[{"text":"a b"},{"text":"c d"}] x\n'),
+    # The question's heading and the instruction that ends in a colon, and lines that almost are.
+    "question-headings": megabyte("## Question\n", head="Context:\n"),
+    "question-instructions-without-colon": megabyte(f"Based on {'a' * 100}, answer the question {'b' * 150}\n"),
+    "question-instructions-long-prefix": megabyte("using " + "a, " * 2000 + "\n", head="Context:\nx\n\n"),
     "question-lines": megabyte("question" + " " * 30 + "\n"),
 }
 

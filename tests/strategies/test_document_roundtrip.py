@@ -37,6 +37,21 @@ def json_kv(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
     return head + json.dumps(records, indent=1) + tail
 
 
+def announced_results(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    results = "\n".join(f"[{i}] {x}" for i, (_, x) in enumerate(docs, 1))
+    return f"{head}Use these search results and cite them as [n].\n\n{results}{tail}"
+
+
+def pasted_json(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    results = [{"title": t, "content": f"{x} and more"} for t, x in docs]
+    return f"{head}\n{json.dumps(results, indent=2)}\n{tail}"
+
+
+def question_below(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    context = "\n\n".join(x for _, x in docs)
+    return f"{head}\nContext:\n{context}\n\n### Question\n{tail}\n\nAnswer the question above: {tail}"
+
+
 def roundtrip(body: dict[str, Any]) -> None:
     original = json.loads(json.dumps(body))
     assert parse_request(body).render() == original
@@ -47,7 +62,7 @@ documents = st.lists(st.tuples(titles, line_text), min_size=1, max_size=8)
 
 @settings(max_examples=150, deadline=None)
 @given(
-    builder=st.sampled_from([litm, xml, headed, json_kv]),
+    builder=st.sampled_from([litm, xml, headed, json_kv, announced_results, pasted_json, question_below]),
     docs=documents,
     head=any_text,
     tail=any_text,

@@ -57,6 +57,25 @@ def json_list(docs: list[str], q: str) -> dict[str, Any]:
     return tool_results(q, [results])
 
 
+def announced_in_system(docs: list[str], q: str) -> dict[str, Any]:
+    results = "\n".join(f"[{i}] {d}" for i, d in enumerate(docs, 1))
+    system = f"You are a search assistant. Use these search results and cite them as [n].\n\n{results}"
+    return {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}]}
+
+
+def pasted_json(docs: list[str], q: str) -> dict[str, Any]:
+    results = json.dumps([{"title": f"t{i}", "snippet": f"{d} today"} for i, d in enumerate(docs)], indent=2)
+    return user(f"Here is what the search returned:\n{results}\n\n{q}")
+
+
+def question_heading(docs: list[str], q: str) -> dict[str, Any]:
+    return user("## Context\n\n" + "\n\n".join(docs) + f"\n\n## Question\n\n{q}")
+
+
+def question_after_instruction(docs: list[str], q: str) -> dict[str, Any]:
+    return user("Context:\n" + "\n\n".join(docs) + f"\n\nAnswer the following question using the context above: {q}")
+
+
 def per_tool_message(docs: list[str], q: str) -> dict[str, Any]:
     return tool_results(q, docs)
 
@@ -91,6 +110,10 @@ SHAPES: dict[str, Callable[[list[str], str], dict[str, Any]]] = {
     "numbered": sources,
     "numbered ": brackets,
     "json-list": json_list,
+    "numbered; announced": announced_in_system,
+    "json-list; embedded": pasted_json,
+    "paragraphs; region=label  ": question_heading,
+    "paragraphs; region=label   ": question_after_instruction,
     "messages; role=tool": per_tool_message,
     "messages; role=system": per_system_message,
 }
