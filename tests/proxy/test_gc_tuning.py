@@ -12,8 +12,13 @@ import gc
 import weakref
 from typing import Any
 
+from litestar.testing import TestClient
+
+from proxy import Settings, create_app
 from proxy.app import YOUNG_COLLECTION_EVERY
 from tests.collector import CollectorState, restore_collector
+from tests.fakes import FakeEmbedder, FakeUpstream
+from tests.serving import UPSTREAM
 
 
 class _Cycle:
@@ -49,9 +54,11 @@ def test_the_session_heap_is_frozen_before_the_first_test() -> None:
     assert not any(o is _Cycle for o in gc.get_objects())
 
 
-def test_test_clients_leave_the_collector_alone_unless_asked(make_client: Any) -> None:
+def test_apps_built_by_tests_leave_the_collector_alone_unless_asked(make_client: Any, fake: FakeUpstream) -> None:
     before = CollectorState.now()
     make_client()
+    with TestClient(create_app(Settings(upstream_url=UPSTREAM), transport=fake.transport(), embedder=FakeEmbedder())):
+        pass
     assert leaves_the_collector_alone(before)
 
 
