@@ -124,8 +124,8 @@ def serve_upstream(upstream: ScriptedUpstream) -> Iterator[str]:
 def serve_proxy(upstream_origin: str) -> Iterator[str]:
     """The proxy as deployed (its app and server), in front of the upstream at `upstream_origin`.
 
-    Its own retries are off: they are a feature (tests/proxy/test_upstream_retries.py), and with them a scripted
-    429 or 500 would reach the upstream three times through the proxy and once directly.
+    Its own retries are off: they are a feature (tests/proxy/upstream/test_upstream_retries.py), and with them a
+    scripted 429 or 500 would reach the upstream three times through the proxy and once directly.
     """
     settings = Settings(
         upstream_url=f"{upstream_origin}/v1", retry_backoff=0.0, max_retries=0, shutdown_grace=1.0, log_level="warning"

@@ -18,7 +18,7 @@ import structlog.testing
 
 from eval.sinks import read_sink
 from tests.fakes import FakeUpstream, chunk, completion, sse_body
-from tests.proxy.test_shadow_evaluation import BODY, hangs, metric, settle, shadow_of
+from tests.proxy.shadow.test_shadow_evaluation import BODY, hangs, metric, settle, shadow_of
 
 CLIENT_KEY = "sk-client-5f0c2d9e77aa"
 MiB = 1024 * 1024

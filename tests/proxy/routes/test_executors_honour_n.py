@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeUpstream, completion
-from tests.proxy.test_strategy_responses import BODY
+from tests.proxy.routes.test_strategy_responses import BODY
 
 
 @pytest.mark.parametrize("strategy", ["recite", "fact", "chain", "reorder, recite"])

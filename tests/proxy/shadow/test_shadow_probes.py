@@ -19,7 +19,7 @@ import pytest
 from eval.tasks.litm import Passage, qa_prompt
 from proxy.cli import main
 from tests.fakes import FakeUpstream, completion
-from tests.proxy.test_shadow_evaluation import metric, settle
+from tests.proxy.shadow.test_shadow_evaluation import metric, settle
 
 _SEVEN_DIGITS = re.compile(r"(?<!\d)\d{7}(?!\d)")
 SERVED_WITH_NONE = {"X-Context-Strategy": "none"}

@@ -10,7 +10,7 @@ import pytest
 
 from proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream
-from tests.proxy.raw_asgi import call
+from tests.proxy.edge.raw_asgi import call
 from tests.serving import UPSTREAM, chat
 
 JSON = [(b"content-type", b"application/json")]

@@ -21,7 +21,7 @@ from proxy.settings import Settings
 from proxy.state import ProxyState
 from strategies import Pipeline, build_registry
 from tests.fakes import FakeUpstream
-from tests.proxy.test_auto_policy import BODY, policy_text, rule, written
+from tests.proxy.auto.test_auto_policy import BODY, policy_text, rule, written
 
 DEEP = "x = " + "[" * 3000 + "]" * 3000 + "\n"
 """Valid TOML that `tomllib` cannot parse without passing Python's recursion limit."""

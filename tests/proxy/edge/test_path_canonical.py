@@ -13,7 +13,7 @@ from proxy import Settings, create_app
 from proxy.edge.paths import canonical_path, encoded_path
 from proxy.errors import InvalidPath
 from tests.fakes import FakeEmbedder, FakeUpstream
-from tests.proxy.raw_asgi import call
+from tests.proxy.edge.raw_asgi import call
 from tests.serving import UPSTREAM
 
 ATTACKS = [

@@ -1,0 +1,1 @@
+"""Tests of `auto` and its policy file (proxy/policy.py): rules, margins, reloads, an untrusted file."""

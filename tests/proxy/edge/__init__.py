@@ -1,0 +1,2 @@
+"""Tests of the HTTP edge (proxy/edge/): protocol guards, body limits, canonical paths, disconnects, draining and
+shutdown."""

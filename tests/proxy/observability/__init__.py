@@ -1,0 +1,1 @@
+"""Tests of what the proxy tells its operator (proxy/observability/): metrics, logs, traces."""

@@ -1,0 +1,1 @@
+"""Tests of shadow evaluation (proxy/shadow/): the client's response untouched, records and billing, positional probes."""
