@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import proxy.app
 from proxy import Settings, create_app
-from tests.collector import CollectorState, freeze_session_heap, restore_collector
+from tests.collector import freeze_session_heap, unfreeze_what_the_test_froze
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
 
@@ -45,26 +46,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _collector_restored() -> Iterator[None]:
-    """An app's start-up tunes the process's garbage collector (`gc_tuned`): given back after the test, so a
-    frozen object from one test is not kept past it, and the session's frozen heap stays frozen."""
-    before = CollectorState.now()
-    yield
-    restore_collector(before)
-
-
-@pytest.fixture(autouse=True)
-def _collector_tuned_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def _collector_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An app a test builds tunes the collector only when its settings name `gc_tuned`: each start-up's freeze
-    would take the test's objects with it, and undoing it costs a full collection of the run's heap (32 of them
-    took 29 s over eight proxy test modules). Proxies the tests start in other processes keep the default."""
+    takes the test's objects with it, and undoing it costs a full collection of the run's heap (32 of them took
+    29 s over eight proxy test modules). After a test whose app froze, what it froze is freed; the thresholds
+    are given back after every test. Proxies the tests start in other processes keep the default."""
+    threshold = gc.get_threshold()
+    froze: list[bool] = []
     freeze = proxy.app._freeze_startup_objects
 
     def freeze_when_asked(settings: Settings) -> None:
         if "gc_tuned" in settings.model_fields_set:
+            froze.append(settings.gc_tuned)
             freeze(settings)
 
     monkeypatch.setattr(proxy.app, "_freeze_startup_objects", freeze_when_asked)
+    yield
+    if any(froze):
+        unfreeze_what_the_test_froze()
+    gc.set_threshold(*threshold)
 
 
 @pytest.fixture(autouse=True)

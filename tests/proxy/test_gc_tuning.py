@@ -16,7 +16,7 @@ from litestar.testing import TestClient
 
 from proxy import Settings, create_app
 from proxy.app import YOUNG_COLLECTION_EVERY
-from tests.collector import CollectorState, restore_collector
+from tests.collector import CollectorState, unfreeze_what_the_test_froze
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
 
@@ -69,7 +69,8 @@ def test_what_a_tuned_app_froze_is_freed_after_the_test_and_the_session_heap_sta
     make_client(gc_tuned=True)
     assert gc.get_freeze_count() > before.frozen
     del left
-    restore_collector(before)
+    unfreeze_what_the_test_froze()
+    gc.set_threshold(*before.threshold)
     assert gone() is None  # it was frozen by the app's start-up: only unfreezing lets it be freed
     assert gc.get_threshold() == before.threshold
     assert gc.get_freeze_count() > 10_000
