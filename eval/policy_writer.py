@@ -33,7 +33,7 @@ SHAPE_FORMATS = {
     "dspy": "numbered",
 }
 """The shape detection reports (`X-Context-Format`, first word) for each prompt shape the eval renders in
-(tests/eval/test_prompt_shapes_are_detected.py pins these)."""
+(tests/eval/tasks/test_prompt_shapes_are_detected.py pins these)."""
 POSITIONED_TASKS = ("litm-qa",)
 """Tasks whose prompt shape maps to a detected format (SHAPE_FORMATS is litm-qa's), so a rule can tell their
 requests apart in live traffic."""

@@ -11,7 +11,7 @@ question-answering chain renders them, so that a team measures lift on the shape
 | `dspy` | `dspy.Predict("context, question -> answer")` through `ChatAdapter` | `[i] «text»` |
 
 The templates are copied from each framework's source, named beside each: the frameworks are test-only
-dependencies, never imported here. `tests/eval/test_prompt_shapes_match_frameworks.py` renders the same case
+dependencies, never imported here. `tests/eval/tasks/test_prompt_shapes_match_frameworks.py` renders the same case
 with each one and compares the messages. Each shape is the framework's single call: LlamaIndex would split a
 context longer than the model's window into parts and refine its answer over them.
 """

@@ -1,1 +1,1 @@
-"""Tests of shadow evaluation (proxy/shadow/): the client's response untouched, records and billing, positional probes."""
+"""Tests of shadow evaluation (proxy/shadow/): the response untouched, records and billing, positional probes."""

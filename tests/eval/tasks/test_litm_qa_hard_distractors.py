@@ -23,7 +23,7 @@ from eval.tasks.prompt_shapes import SHAPES
 from eval.tasks.same_entity import same_entity_distractors
 from eval.verdicts.results import RunInfo, results
 from strategies import parse_request
-from tests.eval.rendered_cases import holds, rendered
+from tests.eval.tasks.rendered_cases import holds, rendered
 
 
 def digest(cases: list[Case]) -> str:

@@ -18,7 +18,7 @@ from eval.tasks.prompt_shapes import SHAPES
 from eval.tasks.squad import load_squad, same_article_questions
 from strategies import parse_request
 from tests.benchmark_data import SQUAD, data_file, data_folder
-from tests.eval.rendered_cases import holds, rendered
+from tests.eval.tasks.rendered_cases import holds, rendered
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,11 @@ template is copied into both sides."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import dspy
@@ -43,6 +46,24 @@ from eval.sources import Sources
 from eval.tasks import litm_qa
 from eval.tasks.litm import Passage
 from eval.tasks.prompt_shapes import LANGCHAIN_RAG_SYSTEM, SHAPES, prompt_shape
+
+
+# A framework's synchronous API run here sets an event loop on the main thread and never closes it; once a later
+# test's asyncio.run() has replaced it, the garbage collector warns about the unclosed loop and its self-pipe in
+# whichever test is running then. Closed when this module is done, and the main thread left without a loop.
+@pytest.fixture(autouse=True, scope="module")
+def _frameworks_loop_closed() -> Iterator[None]:
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:  # none is set
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop_policy(None)
+
 
 Messages = list[dict[str, str]]
 

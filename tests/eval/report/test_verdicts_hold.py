@@ -15,7 +15,7 @@ from eval.cases import Sample
 from eval.policy_writer import CostCeiling, write_policy
 from eval.verdicts.results import RunInfo, results
 from eval.verdicts.stats import MIN_DISCORDANT, detectable_lift, holm, newcombe_paired, paired_lift, sign_test
-from tests.eval.test_best_pipeline_per_regime import sample
+from tests.eval.report.test_best_pipeline_per_regime import sample
 
 PAPER = {"litm-qa": {"name": "litm-qa", "prompt": "paper", "positional": True}}
 
