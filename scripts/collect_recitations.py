@@ -22,8 +22,8 @@ import httpx
 from eval.runner import request_body
 from proxy.local_model import LocalModel
 from strategies import Completion, parse_request
+from strategies.builtin.recite import _recitation_body
 from strategies.evidence import answer_text
-from strategies.recite import _recitation_body
 from tests.strategies.recitations import recitation_cases
 
 MODEL = "smollm2-135m-instruct"

@@ -1,13 +1,19 @@
 """Long-context strategies: the request model, document detection, the strategy plugins and their pipeline.
 
-A strategy author imports from `strategies.plugin` alone; the built-in strategies are modules of this package,
-registered through the `contextlift.strategies` entry-point group like any other (see `strategies.registry`)."""
+The core sits here: the request model (`request`, `spans`), the plugin surface (`plugin`), the registry and the
+pipeline, the selection grammar, the embedder and tokenizer seams, the upstream interface, the executors' shared
+helpers (`evidence`, `copied_text`) and the positional probes. Its rooms: `detection/` (finding the documents),
+`builtin/` (the built-in strategies, one module each) and `rankers/`. A strategy author imports from
+`strategies.plugin` alone; the built-in strategies are registered through the `contextlift.strategies`
+entry-point group like any other (see `strategies.registry`).
 
-from strategies.declared import DeclaredFormat
-from strategies.detection import SHAPES, parse_request
+The core imports none of its rooms (this face re-exports them); nothing here may import `proxy` or `eval`."""
+
+from strategies.detection.declared import DeclaredFormat
+from strategies.detection.explain import explain_detection, render_explanation
+from strategies.detection.find import SHAPES, parse_request
+from strategies.detection.limits import DocumentLimitError, DocumentLimits
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
-from strategies.explain import explain_detection, render_explanation
-from strategies.limits import DocumentLimitError, DocumentLimits
 from strategies.pipeline import Pipeline, PipelineResult, Step, render_applied, run_pipeline
 from strategies.plugin import (
     AppliedStep,

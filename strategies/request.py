@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from strategies.formats import render_litm_line
-from strategies.spans import DocumentFormat
+from strategies.spans import DocumentFormat, render_litm_line
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,3 +133,15 @@ def _before_line(text: str, line_start: int) -> int:
     while end > 0 and text[end - 1] in " \t\r\n":
         end -= 1
     return end
+
+
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
+def render_litm_line(number: int, text: str, title: str | None) -> str:
+    """One document in the Lost in the Middle format, on one line: the format is one line per document, and
+    a line break in a title or text would let it write lines of its own into the prompt."""
+    body = text.translate(_LINE_BREAKS)
+    if title is None:
+        return f"Document [{number}] {body}"
+    return f"Document [{number}](Title: {title.translate(_LINE_BREAKS)}) {body}"

@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # The modules that read the data while pytest collects them (their cases are built at import), and one whose
 # parametrize list used to read it and now reads it per test.
 READ_AT_COLLECTION = (
-    "tests/strategies/test_ordinary_prompts_untouched.py",
-    "tests/strategies/test_detection_in_framework_prompts.py",
+    "tests/strategies/detection/test_ordinary_prompts_untouched.py",
+    "tests/strategies/detection/test_detection_in_framework_prompts.py",
 )
-READ_PER_TEST = "tests/strategies/test_recitations_as_models_copy_them.py"
+READ_PER_TEST = "tests/strategies/builtin/test_recitations_as_models_copy_them.py"
 
 
 @pytest.fixture

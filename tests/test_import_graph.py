@@ -1,6 +1,8 @@
 """Imports run one way: `eval` may use `proxy` and `strategies`, `proxy` may use `strategies`, and `strategies`
-neither; inside each package no module imports itself back through others. Read from the source (every import
-statement, those inside functions and under TYPE_CHECKING included), so a lazy import cannot hide a cycle."""
+neither; inside each package no module imports itself back through others, and each room (sub-package) imports
+only the rooms its `__init__.py` says it may. Read from the source (every import statement, those inside
+functions and under TYPE_CHECKING included), so a lazy import cannot hide a cycle. No folder holds more than
+MAX_MODULES modules side by side."""
 
 from __future__ import annotations
 
@@ -11,6 +13,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("proxy", "strategies", "eval")
+MAX_MODULES = 20
+"""Modules side by side in one folder: past about this many a reader no longer takes a room in at once."""
+NEVER = {
+    # Within proxy: routes sit above the edge and the upstream; the edge and the upstream know nothing of each
+    # other, of the routes or of shadow; shadow runs beside the routes, never through them.
+    "proxy.edge": ("proxy.routes", "proxy.upstream", "proxy.shadow"),
+    "proxy.upstream": ("proxy.routes", "proxy.edge", "proxy.shadow"),
+    "proxy.shadow": ("proxy.routes", "proxy.edge"),
+    "proxy.observability": ("proxy.routes", "proxy.edge", "proxy.upstream", "proxy.shadow"),
+    # Within eval: a task builds cases; verdicts read samples; the report reads both; none reaches the runner.
+    "eval.tasks": ("eval.verdicts", "eval.report", "eval.runner", "eval.plan", "eval.command"),
+    "eval.verdicts": ("eval.tasks", "eval.report", "eval.runner", "eval.plan", "eval.command"),
+    "eval.report": ("eval.runner", "eval.plan", "eval.command"),
+    # Within strategies: finding documents knows nothing of what is done with them, and a strategy receives its
+    # documents found; rankers rank what they are given.
+    "strategies.detection": ("strategies.builtin", "strategies.rankers"),
+    "strategies.builtin": ("strategies.detection",),
+    "strategies.rankers": ("strategies.detection", "strategies.builtin"),
+}
+"""Room -> the rooms it must never import."""
 
 
 def module_name(path: Path) -> str:
@@ -82,6 +104,46 @@ def test_packages_import_downwards_only(package: str, forbidden: tuple[str, ...]
         if target.split(".")[0] in forbidden
     }
     assert upward == set()
+
+
+@pytest.mark.parametrize(("room", "forbidden"), sorted(NEVER.items()))
+def test_rooms_import_only_what_their_docstring_allows(room: str, forbidden: tuple[str, ...]) -> None:
+    crossing = {
+        (module, target)
+        for module, targets in graph().items()
+        if module == room or module.startswith(room + ".")
+        for target in targets
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    }
+    assert crossing == set()
+
+
+def test_the_strategies_core_imports_none_of_its_rooms() -> None:
+    """The request model, plugin surface, registry and pipeline sit under detection and the built-ins: only the
+    package's face (`strategies/__init__.py`) re-exports from them."""
+    rooms = ("strategies.detection", "strategies.builtin")
+    core = {m for m in graph() if m.count(".") == 1 and m.startswith("strategies.") and not m.startswith(rooms)}
+    crossing = {(m, t) for m in core for t in graph()[m] if t.startswith(rooms)}
+    assert crossing == set()
+
+
+def test_every_room_says_what_lives_there_and_what_it_may_import() -> None:
+    for package in PACKAGES:
+        for init in (ROOT / package).rglob("__init__.py"):
+            if not any(p.name != "__init__.py" for p in init.parent.glob("*.py")):
+                continue  # a folder of data files (proxy/policies), no code to room
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            assert "import" in doc, f"{init.relative_to(ROOT)}: its docstring says nothing of what it may import"
+
+
+@pytest.mark.parametrize("top", [*PACKAGES, "tests"])
+def test_no_folder_holds_more_than_a_reader_takes_in(top: str) -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]
+        if (count := sum(1 for f in folder.glob("*.py") if f.name != "__init__.py")) > MAX_MODULES
+    }
+    assert crowded == {}
 
 
 def test_tests_import_helpers_from_modules_never_from_conftest() -> None:

@@ -36,8 +36,8 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.key_guard import credential_guards
 from proxy.upstream.request import RequestUpstream
 from strategies import ChatRequest, Completion, Pipeline, Services, UpstreamFailure, run_pipeline
+from strategies.builtin.medoid import AGREEING_SIMILARITY
 from strategies.evidence import normalize
-from strategies.medoid import AGREEING_SIMILARITY
 from strategies.plugin import answer_text, embed_off_loop
 
 log = structlog.get_logger("contextlift.shadow")

@@ -22,6 +22,8 @@ BEFORE_PROMOTE = {"reorder; order=edges-first": "reorder"}
 """The report's `reorder` before promote became the default (2026-11-23)."""
 LABELS = {"reference-2": SAME_DEFAULTS, "reference-rankers": {}, "reference-langchain-stuff": BEFORE_PROMOTE}
 REGIMES = {"easy": "standard", "hard": "hard"}
+PROBES, PROBES_HEADING = "probes", "Positional probes"
+"""A shadow report's probe table (its probes.json), in its own section of the page."""
 
 
 def rows() -> list[tuple[str, str, list[str]]]:
@@ -30,7 +32,8 @@ def rows() -> list[tuple[str, str, list[str]]]:
     report = variant = ""
     for line in PAGE.read_text().splitlines():
         if line.startswith("### "):
-            variant = next(v for word, v in REGIMES.items() if f"{word} distractors" in line)
+            regime = (v for word, v in REGIMES.items() if f"{word} distractors" in line)
+            variant = PROBES if PROBES_HEADING in line else next(regime)
         elif line.startswith("| `"):
             found.append((report, variant, [c.strip() for c in line.strip("|").split("|")]))
         elif match := re.search(r"\[([\w-]+)\]\(\1/report\.md\)", line):
@@ -45,7 +48,11 @@ def lift_rows(report: str) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_every_table_row_is_its_reports_figures() -> None:
     checked = 0
-    for report, variant, (pipeline, lift, ci, wins_losses, p, n, holds) in rows():
+    for report, variant, cells in rows():
+        if variant == PROBES:
+            check_probe_row(report, cells)
+            continue
+        pipeline, lift, ci, wins_losses, p, n, holds = cells
         full = re.match(r"`([^`]+)`", pipeline)
         assert full, pipeline
         label = LABELS[report].get(full[1], full[1])
@@ -60,6 +67,21 @@ def test_every_table_row_is_its_reports_figures() -> None:
         assert (holds == "yes") == held, (report, pipeline)
         checked += 1
     assert checked >= 18, "the tables of the page were not found"
+
+
+def check_probe_row(report: str, cells: list[str]) -> None:
+    """A probe table's row: accuracy first / middle / last with its interval, the U's depth, n, as probes.json."""
+    (group,) = json.loads((RESULTS / report / "probes.json").read_text())["groups"]
+    pipeline, first, middle, last, depth, n = cells
+    strategy = re.match(r"`([^`]+)`", pipeline)
+    assert strategy, pipeline
+    at = {a["position"]: a for a in group["accuracy"] if a["strategy"] == strategy[1]}
+    for position, cell in zip(("first", "middle", "last"), (first, middle, last), strict=True):
+        low, high = at[position]["ci95"]
+        assert cell == f"{at[position]['value']:.2f} [{low:.2f}, {high:.2f}]", (report, pipeline, position)
+    u = group["u_depth"][strategy[1]]
+    assert depth == f"{u['value']:+.3f} [{u['ci95'][0]:+.2f}, {u['ci95'][1]:+.2f}]", (report, pipeline)
+    assert n == str(group["probes"])
 
 
 def test_every_committed_report_is_linked() -> None:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.numbered import WORDS
+from strategies.detection.numbered import WORDS
 from strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")

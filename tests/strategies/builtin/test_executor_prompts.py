@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.prompts import FACT_RETRIEVAL_PROMPT, RECITE_PROMPT
+from strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT, RECITE_PROMPT
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import anyio
 
+from strategies.builtin.prompts import RECITE_PROMPT
 from strategies.copied_text import CopiedTextIndex, content_words, lines_of
 from strategies.evidence import normalize
 from strategies.plugin import (
@@ -25,7 +26,6 @@ from strategies.plugin import (
     send_once,
     with_prior_usage,
 )
-from strategies.prompts import RECITE_PROMPT
 
 # Matched against stripped lines. No two `\s*` can take the same spaces (which made a long run of them cost its
 # square), and a document number has at most 9 digits (`int` refuses one past 4,300).

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from strategies import SentenceTransformerEmbedder, Services, StepContext, parse_request
-from strategies.reorder import Reorder
+from strategies.builtin.reorder import Reorder
 from tests.strategies.framework_prompts import framework_prompts
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strategies.reorder import arrange
+from strategies.builtin.reorder import arrange
 from tests.fakes import FakeEmbedder
-from tests.strategies.test_reorder_edges import DOCS, litm, run
+from tests.strategies.builtin.test_reorder_edges import DOCS, litm, run
 
 # Ranked best first as the fake embedder ranks DOCS for "do cats purr": 1, 4, then the rest in client order.
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from strategies import ChatRequest, Document, DocumentBlock, DocumentFormat
+from strategies.builtin.fact import _Remaining
+from strategies.builtin.recite import recited_evidence
 from strategies.copied_text import MAX_ANSWER_CHARS, MAX_CANDIDATES, MAX_LINES, CopiedTextIndex, lines_of
-from strategies.fact import _Remaining
-from strategies.recite import recited_evidence
 from tests.cpu_time import cpu_clock
 
 LINE_WORDS = [f"word{i}" for i in range(200)]

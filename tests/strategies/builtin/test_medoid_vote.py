@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.medoid import says_absent
+from strategies.builtin.medoid import says_absent
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import FakeFailure, ScriptedUpstream
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.declared import DeclaredFormat
-from strategies.detection import parse_request
-from strategies.limits import DocumentLimits
+from strategies.detection.declared import DeclaredFormat
+from strategies.detection.find import parse_request
+from strategies.detection.limits import DocumentLimits
 from strategies.request import ChatRequest
 from strategies.spans import DocumentFormat
 

@@ -227,17 +227,7 @@ SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
     (DocumentFormat.HEADED, scan_headed),
     (DocumentFormat.JSON_KV, scan_json_kv),
 )
-"""The papers' own formats, tried in this order before the shapes of `strategies.regions` and
-`strategies.numbered`."""
+"""The papers' own formats, tried in this order before the shapes of `strategies.detection.regions` and
+`strategies.detection.numbered`."""
 
 # Every character `str.splitlines` ends a line at: a model reads any of them as a line break.
-_LINE_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
-
-
-def render_litm_line(number: int, text: str, title: str | None) -> str:
-    """One document in the Lost in the Middle format, on one line: the format is one line per document, and
-    a line break in a title or text would let it write lines of its own into the prompt."""
-    body = text.translate(_LINE_BREAKS)
-    if title is None:
-        return f"Document [{number}] {body}"
-    return f"Document [{number}](Title: {title.translate(_LINE_BREAKS)}) {body}"

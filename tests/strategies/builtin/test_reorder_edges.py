@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.reorder import arrange
+from strategies.builtin.reorder import arrange
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

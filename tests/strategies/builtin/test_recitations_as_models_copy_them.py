@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from strategies import build_registry, parse_request, parse_selection, run_pipeline
+from strategies.builtin.recite import recited_evidence
 from strategies.pipeline import Services
-from strategies.recite import recited_evidence
 from tests.fakes import FakeEmbedder
+from tests.strategies.builtin.test_executor_prompts import BODY
 from tests.strategies.framework_prompts import RELEVANT, SHAPE_NAMES, framework_prompts
 from tests.strategies.scripted import ScriptedUpstream
-from tests.strategies.test_executor_prompts import BODY
 
 CAPITAL = "The capital of Zorvath is Quellmoor."
 RIVER = "It lies on a river."

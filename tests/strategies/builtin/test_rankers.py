@@ -18,8 +18,8 @@ from strategies.rankers.lexical import bm25_scores
 from strategies.request import Document
 from strategies.selection import StrategySelectionError
 from tests.fakes import FakeEmbedder
+from tests.strategies.builtin.test_reorder_edges import litm
 from tests.strategies.scripted import ScriptedUpstream
-from tests.strategies.test_reorder_edges import litm
 
 HARD = [
     "Ravel Oduya founded the Kestrel Guild in the harbour town of Venn.",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import anyio
 
+from strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
 from strategies.plugin import (
     ChatRequest,
     Completion,
@@ -29,7 +30,6 @@ from strategies.plugin import (
     send_once,
     with_prior_usage,
 )
-from strategies.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
 
 # Where a document over the budget may be cut: after a sentence's end (closing quotes or brackets included) and
 # the spaces after it, or after a line break; else after a word and its spaces. Each pattern scans a run of

@@ -19,7 +19,7 @@ from strategies import (
     parse_selection,
     run_pipeline,
 )
-from strategies.chain import chunk_documents
+from strategies.builtin.chain import chunk_documents
 from strategies.tokens import TiktokenTokenizer
 from tests.cpu_time import cpu_clock
 from tests.strategies.scripted import ScriptedUpstream

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from strategies.formats import render_litm_line
-from strategies.limits import DocumentLimits
-from strategies.question import find_question
+from strategies.detection.limits import DocumentLimits
+from strategies.detection.question import find_question
 from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
-from strategies.spans import DocumentFormat
+from strategies.spans import DocumentFormat, render_litm_line
 
 DOCUMENTS_FIELD = "documents"
 """Body field in which a client may pass documents."""

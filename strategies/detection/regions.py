@@ -25,9 +25,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from strategies.formats import scan_xml
-from strategies.message_documents import scan_json_list
-from strategies.numbered import scan_numbered
+from strategies.detection.formats import scan_xml
+from strategies.detection.message_documents import scan_json_list
+from strategies.detection.numbered import scan_numbered
 from strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
 
 _WRAPPER_TAGS = "context|documents|sources|search_results|retrieved_documents|retrieved_context|knowledge|passages"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from eval.runner import request_body
 from strategies import parse_request
-from strategies.recite import recited_evidence
+from strategies.builtin.recite import recited_evidence
 from tests.strategies.recitations import recorded
 
 

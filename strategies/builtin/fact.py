@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import anyio
 
+from strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT
 from strategies.copied_text import CopiedTextIndex, lines_of
 from strategies.plugin import (
     ChatRequest,
@@ -24,7 +25,6 @@ from strategies.plugin import (
     send_once,
     with_prior_usage,
 )
-from strategies.prompts import FACT_RETRIEVAL_PROMPT
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 

@@ -2,7 +2,7 @@
 
 Shapes are tried from the most explicit to the most inferred: a format the operator declared for the
 model, then the papers' formats (`Document [i](Title: t)`, `<document>` elements, `Document N:` blocks, the KV JSON
-object), then a marked context region (`strategies.regions`), numbered markers (in a system prompt only below
+object), then a marked context region (`strategies.detection.regions`), numbered markers (in a system prompt only below
 a paragraph that announces sources), a tool's JSON list or one pasted on lines of its own into a user message,
 and documents spread over messages (tool results, per-document system messages). A request may name one shape
 (`format=` on its strategy), and then only that one is tried.
@@ -21,19 +21,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strategies.declared import DeclaredFormat, declared_for
-from strategies.documents_field import DOCUMENTS_FIELD, from_documents_field
-from strategies.formats import SCANNERS
-from strategies.limits import DocumentLimitError, DocumentLimits
-from strategies.message_documents import (
+from strategies.detection.declared import DeclaredFormat, declared_for
+from strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
+from strategies.detection.formats import SCANNERS
+from strategies.detection.limits import DocumentLimitError, DocumentLimits
+from strategies.detection.message_documents import (
     scan_embedded_json_list,
     scan_json_list,
     system_document_run,
     tool_result_run,
 )
-from strategies.numbered import AmbiguousNumbering, announces_sources, scan_numbered
-from strategies.question import find_question
-from strategies.regions import RegionTooLarge, find_region, split_region
+from strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
+from strategies.detection.question import find_question
+from strategies.detection.regions import RegionTooLarge, find_region, split_region
 from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
 from strategies.spans import DocumentFormat, DocumentSpan
 

@@ -25,9 +25,9 @@ from strategies import (
     parse_selection,
     run_pipeline,
 )
-from strategies.chain import Chunk, chunk_documents, split_text
-from strategies.formats import render_litm_line
-from strategies.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
+from strategies.builtin.chain import Chunk, chunk_documents, split_text
+from strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
+from strategies.spans import render_litm_line
 from tests.cpu_time import cpu_clock
 from tests.fakes import chunk
 from tests.strategies.scripted import ScriptedUpstream
