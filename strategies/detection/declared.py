@@ -60,6 +60,9 @@ class DeclaredFormat:
             if found == -1:
                 return []
             finish = found
+        if self.separator and not (self.start or self.end) and text.find(self.separator, begin, finish) == -1:
+            # No marker of the format is in the text at all: a plain message is not one document of it.
+            return []
         pieces = self._separated(text, begin, finish) if self.separator else self._opened(text, begin, finish)
         spans = []
         for a, b in pieces:

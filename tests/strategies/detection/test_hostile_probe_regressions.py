@@ -196,3 +196,15 @@ def test_a_long_numbered_log_with_a_later_question_is_left_alone_not_refused() -
     log = "".join(f"[{i}] GET /health 200\n" for i in range(1, 2003))
     body = user("What went wrong?", {"role": "user", "content": log}, {"role": "assistant", "content": "ok"})
     assert untouched(body)
+
+
+def test_a_declared_format_of_a_separator_alone_needs_the_separator() -> None:
+    """Declared with neither start nor end, a format whose separator is nowhere in a plain question found it as one
+    document with an empty question (`declared:lc`): a wrong detection, where none is right."""
+    declared = [DeclaredFormat(name="lc", separator="\n---\n")]
+    plain = {"model": "m", "messages": [{"role": "user", "content": "How high is Mont Blanc?"}]}
+    assert parse_request(copy.deepcopy(plain), declared=declared).detection.startswith("none")
+    two = {"model": "m", "messages": [{"role": "system", "content": "Alpine facts.\n---\nGlacier facts."},
+                                      {"role": "user", "content": "How high is Mont Blanc?"}]}  # fmt: skip
+    found = parse_request(copy.deepcopy(two), declared=declared)
+    assert (found.detection, len(found.documents)) == ("declared:lc", 2)
