@@ -35,7 +35,7 @@ def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> Non
 def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
     """Every report file for `samples`; returns the results."""
     write_samples(folder, samples, info)
-    data: dict[str, Any] = _finite(results(samples, info))
+    data: dict[str, Any] = finite(results(samples, info))
     (folder / "results.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     plots = draw(data, folder / "plots")
     markdown = render_markdown(data, plots) + "\n".join(stability_section(samples))
@@ -57,12 +57,12 @@ def read_info(folder: Path) -> RunInfo:
     )
 
 
-def _finite(value: Any) -> Any:
-    """NaN (no data for a cell) as null, so that results.json is strict JSON."""
-    if isinstance(value, float) and math.isnan(value):
+def finite(value: Any) -> Any:
+    """NaN (no data for a cell) as null, so that results.json and probes.json are strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value

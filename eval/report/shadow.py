@@ -21,6 +21,7 @@ import numpy as np
 
 from eval.report.html import render_html
 from eval.report.probes import PROBES_FILE, probe_groups, probe_section
+from eval.report.publish import finite
 from eval.sinks import read_sinks
 from eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
@@ -138,19 +139,8 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
     if groups:
         written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": [str(s) for s in sinks],
                    "groups": groups}  # fmt: skip
-        (out / PROBES_FILE).write_text(json.dumps(_finite(written), indent=1, allow_nan=False) + "\n")
+        (out / PROBES_FILE).write_text(json.dumps(finite(written), indent=1, allow_nan=False) + "\n")
     return {**summarise(read.records), "skipped": read.skipped, "probes": groups}
-
-
-def _finite(value: Any) -> Any:
-    """NaN (an empty cell's interval) as null, so probes.json is JSON every reader takes."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
