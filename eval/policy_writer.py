@@ -90,7 +90,10 @@ def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
     ids: set[str] = set()
     for report in reports:
         if (report / PROBES_FILE).exists() and not (report / "results.json").exists():
-            lines += _probe_rules(report, json.loads((report / PROBES_FILE).read_text()), ceiling, ids)
+            try:
+                lines += _probe_rules(report, json.loads((report / PROBES_FILE).read_text()), ceiling, ids)
+            except (KeyError, TypeError, AttributeError, IndexError) as error:  # a hand-edited or torn file
+                raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file ({error!r:.80})") from None
             continue
         results = json.loads((report / "results.json").read_text())
         run = json.loads((report / "run.json").read_text())

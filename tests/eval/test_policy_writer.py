@@ -90,3 +90,9 @@ def test_the_example_prints_and_loads(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(capsys.readouterr().out)
     registry = build_registry()
     assert len(load_policy(path, lambda text, param: registry.resolve(parse_selection(text), {})).rules) == 2
+
+
+def test_a_malformed_probes_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "probes.json").write_text('{"kind": "contextlift-shadow-probes", "groups": [1]}')
+    assert main(["policy", str(tmp_path)]) == 2
+    assert "not a shadow report's probes file" in capsys.readouterr().err
