@@ -21,9 +21,10 @@ import hashlib
 import json
 import math
 import re
+import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import anyio
 import httpx
@@ -40,12 +41,18 @@ from strategies.request import Document
 RANKER_NAME = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 OFF_LOOP_JSON = 64 * 1024
 """An answer larger than this is parsed in a worker thread: parsing is CPU work in proportion to its size."""
+ACCEPT_ENCODING = "gzip, deflate"
+"""What the proxy inflates itself (zlib); brotli or zstd, which httpx asks for when their packages are installed,
+would need their own bounded decoders."""
+MAX_ENCODINGS = 1
+"""Content encodings applied one over the other that an answer may carry: a service compresses once, and each
+layer more multiplies what a few bytes inflate to (`gzip, gzip`: 980 bytes, 512 MiB)."""
 
 
 class RankerSetting(BaseModel):
     """One ranker of `CONTEXTLIFT_RANKERS`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: Literal["rerank", "embeddings", "fusion"]
     url: str | None = Field(
         None,
@@ -81,6 +88,13 @@ class RankerSetting(BaseModel):
     )
     batch: int = Field(64, ge=1, le=2048, description="For `embeddings`: texts per request.")
     cache_size: int = Field(20_000, ge=0, description="For `embeddings`: vectors kept (LRU by model and text).")
+    cache_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="For `embeddings`: bytes of vectors kept, whichever of this and cache_size is reached first. "
+        "20,000 vectors of 1,536 dimensions are 123 MB as float32; the count alone would let a service answering "
+        "250,000-dimension vectors fill 20 GB.",
+    )
     members: tuple[str, ...] = Field((), description="For `fusion`: the rankers it fuses, two or more.")
 
     @model_validator(mode="after")
@@ -117,6 +131,18 @@ def build_rankers(
     return rankers
 
 
+class _Breaker(CircuitBreaker):  # type: ignore[misc]  # the library is untyped
+    """The library's breaker, except that a call ended by cancellation (the client left; the request's own work
+    was cancelled) counts neither as a failure nor as a success. The library counts every ending that is not a
+    failure as a success, which closes an open circuit and resets the failure count: a service failing every
+    call would never be cut off while its rankings were cancelled first."""
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            return False
+        return bool(super().__exit__(exc_type, exc, tb))
+
+
 class ServiceRanker(Ranker):
     """A `rerank` or `embeddings` service."""
 
@@ -125,10 +151,12 @@ class ServiceRanker(Ranker):
         self.setting = setting
         self.bounded = setting.kind == "embeddings"  # cosine similarity; a reranker's scores have no fixed scale
         self._slots = asyncio.Semaphore(setting.max_concurrency)
-        self._breaker = CircuitBreaker(
+        self._breaker = _Breaker(
             failure_threshold=setting.failure_threshold,
             recovery_timeout=setting.recovery_seconds,
-            expected_exception=RankerFailure,
+            # Every error, not only RankerFailure: one the reading code did not foresee is still the service's
+            # answer failing, never a success that closes the circuit.
+            expected_exception=Exception,
             name=name,
         )
         # The library's decorator is what checks the state before a call (its `call_async` only counts outcomes).
@@ -136,6 +164,7 @@ class ServiceRanker(Ranker):
         self._client: httpx.AsyncClient | None = None
         # float32 rows: 20,000 vectors of 1,536 dimensions are 123 MB, against ~1 GB as lists of Python floats.
         self._vectors: OrderedDict[bytes, npt.NDArray[np.float32]] = OrderedDict()
+        self._cached_bytes = 0
 
     def client(self) -> httpx.AsyncClient:
         # Made on first use, inside the running loop; its own pool, sized to the concurrency limit. Redirects
@@ -185,29 +214,76 @@ class ServiceRanker(Ranker):
     async def _embed_and_score(self, question: str, texts: list[str]) -> list[float]:
         wanted = [question, *texts]
         keys = [self._key(t) for t in wanted]
+        by_key = dict(zip(keys, wanted, strict=True))
         # This ranking's own copy: a concurrent ranking may evict from the shared cache while this one awaits.
         found = {k: self._vectors[k] for k in keys if k in self._vectors}
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
-        by_key = {k: t for k, t in zip(keys, wanted, strict=True)}
-        for start in range(0, len(missing), self.setting.batch):
-            batch = missing[start : start + self.setting.batch]
-            body: dict[str, Any] = {"input": [by_key[k] for k in batch]}
-            if self.setting.model:
-                body["model"] = self.setting.model
-            vectors = read_embeddings(await self._post(body), len(batch))
-            found.update((k, np.asarray(v, dtype=np.float32)) for k, v in zip(batch, vectors, strict=True))
-        for key in keys:
-            self._vectors[key] = found[key]
-            self._vectors.move_to_end(key)
-        while len(self._vectors) > self.setting.cache_size:
-            self._vectors.popitem(last=False)
-        if len({len(found[k]) for k in keys}) != 1:
-            raise RankerFailure("bad-answer", "vectors of different lengths")
-        matrix = np.asarray([found[k] for k in keys], dtype=np.float64)
+        fetched = await self._embed([k for k in by_key if k not in found], by_key, None)
+        lengths = {len(v) for v in fetched.values()} or {len(v) for v in found.values()}
+        if len(lengths) == 1:
+            stale = [k for k, v in found.items() if len(v) not in lengths]
+        else:  # all were cached, in lengths of two models: none can be trusted
+            stale, lengths = list(found), set()
+        if stale:
+            # The service's vectors changed length (a new model behind the same URL): what was cached under the
+            # old one is dropped and asked for again, rather than failing every ranking that touches it.
+            for key in stale:
+                found.pop(key)
+                self._forget(key)
+            fetched.update(await self._embed(stale, by_key, next(iter(lengths), None)))
+        self._remember(fetched, touched=found)
+        vectors = {**found, **fetched}
+        matrix = np.asarray([vectors[k] for k in keys], dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
         unit = matrix / norms[:, None]
         return [float(s) for s in unit[1:] @ unit[0]]
+
+    async def _embed(
+        self, keys: list[bytes], by_key: Mapping[bytes, str], length: int | None
+    ) -> dict[bytes, npt.NDArray[np.float32]]:
+        """The vectors of `keys`' texts, in batches, checked before anything is cached: finite as float32 and all
+        of one length (`length`, when given).
+
+        Raises:
+            RankerFailure: the service failed, or answered vectors that are not one length of finite numbers.
+        """
+        vectors: dict[bytes, npt.NDArray[np.float32]] = {}
+        for start in range(0, len(keys), self.setting.batch):
+            batch = keys[start : start + self.setting.batch]
+            body: dict[str, Any] = {"input": [by_key[k] for k in batch]}
+            if self.setting.model:
+                body["model"] = self.setting.model
+            rows = read_embeddings(await self._post(body), len(batch))
+            with np.errstate(over="ignore"):  # a value past float32's range becomes inf, refused just below
+                vectors.update((k, np.asarray(v, dtype=np.float32)) for k, v in zip(batch, rows, strict=True))
+        lengths = {len(v) for v in vectors.values()} | ({length} if length is not None else set())
+        if len(lengths) > 1:
+            raise RankerFailure("bad-answer", "vectors of different lengths")
+        if not all(np.isfinite(v).all() for v in vectors.values()):
+            raise RankerFailure("bad-answer", "a vector past float32's range")
+        return vectors
+
+    def _remember(
+        self, fetched: Mapping[bytes, npt.NDArray[np.float32]], touched: Mapping[bytes, npt.NDArray[np.float32]]
+    ) -> None:
+        """Cache the new vectors and mark the used ones recent; evict the least recent past either bound."""
+        for key in touched:
+            if key in self._vectors:
+                self._vectors.move_to_end(key)
+        for key, vector in fetched.items():
+            if vector.nbytes > self.setting.cache_bytes:
+                continue
+            self._forget(key)
+            self._vectors[key] = vector
+            self._cached_bytes += vector.nbytes
+        while len(self._vectors) > self.setting.cache_size or self._cached_bytes > self.setting.cache_bytes:
+            _, evicted = self._vectors.popitem(last=False)
+            self._cached_bytes -= evicted.nbytes
+
+    def _forget(self, key: bytes) -> None:
+        vector = self._vectors.pop(key, None)
+        if vector is not None:
+            self._cached_bytes -= vector.nbytes
 
     def _key(self, text: str) -> bytes:
         return hashlib.sha256(f"{self.setting.model}\0{text}".encode("utf-8", "surrogatepass")).digest()
@@ -219,32 +295,93 @@ class ServiceRanker(Ranker):
             RankerFailure: unreachable, a status other than 2xx, an oversized or malformed answer.
         """
         assert self.setting.url is not None  # checked by RankerSetting
-        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers = {"content-type": "application/json", "accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
         if self.setting.api_key is not None:
             headers["authorization"] = f"Bearer {self.setting.api_key.get_secret_value()}"
+        limit = self.setting.max_response_bytes
         try:
             async with self.client().stream("POST", self.setting.url, json=body, headers=headers) as response:
                 if not 200 <= response.status_code < 300:
                     raise RankerFailure(f"http-{response.status_code // 100}xx", str(response.status_code))
+                encodings = _encodings(response.headers)
+                # The bytes as sent, not httpx's decoded ones: httpx inflates each network chunk whole, with no
+                # bound, on the event loop, so 980 bytes of `gzip, gzip` became 512 MiB before any size check.
                 raw = bytearray()
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.aiter_raw():
                     raw += chunk
-                    if len(raw) > self.setting.max_response_bytes:
+                    if len(raw) > limit:
                         raise RankerFailure("oversized")
         except httpx.TimeoutException:
             raise RankerFailure("timeout") from None
         except httpx.HTTPError as error:
             raise RankerFailure("unreachable", type(error).__name__) from None
+        if encodings or len(raw) > OFF_LOOP_JSON:
+            return await anyio.to_thread.run_sync(_answer, bytes(raw), encodings, limit)
+        return _answer(bytes(raw), encodings, limit)
+
+
+def _encodings(headers: httpx.Headers) -> list[str]:
+    """The answer's content encodings, in the order they were applied, each one this module inflates.
+
+    Raises:
+        RankerFailure: `bad-answer`, for an encoding not asked for or more layers than MAX_ENCODINGS.
+    """
+    found = [e for e in headers.get_list("content-encoding", split_commas=True) if e.lower() not in ("", "identity")]
+    if len(found) > MAX_ENCODINGS:
+        raise RankerFailure("bad-answer", f"{len(found)} content encodings stacked")
+    if any(e.lower() not in ("gzip", "x-gzip", "deflate") for e in found):
+        raise RankerFailure("bad-answer", "a content encoding not asked for")
+    return [e.lower() for e in found]
+
+
+def _answer(raw: bytes, encodings: list[str], limit: int) -> Any:
+    """The JSON of an answer, each encoding undone within `limit` bytes. CPU work: a worker thread runs it.
+
+    Raises:
+        RankerFailure: `oversized` past `limit` once inflated, `bad-answer` for a stream or JSON that is broken.
+    """
+    for _ in reversed(encodings):
+        raw = _inflated(raw, limit)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise RankerFailure("bad-answer", "not JSON") from None
+
+
+def _inflated(data: bytes, limit: int) -> bytes:
+    """`data` inflated (gzip, or deflate with or without its zlib header), never past `limit` bytes.
+
+    httpx's decoders take no bound, hence zlib directly: `max_length` stops the output at `limit` + 1 bytes,
+    however much more the input would inflate to.
+
+    Raises:
+        RankerFailure: `oversized` past `limit`; `bad-answer` for a stream zlib cannot read.
+    """
+    for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):  # gzip or zlib (detected from the header); raw deflate
+        inflater = zlib.decompressobj(wbits)
         try:
-            if len(raw) > OFF_LOOP_JSON:
-                return await anyio.to_thread.run_sync(json.loads, bytes(raw))
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            raise RankerFailure("bad-answer", "not JSON") from None
+            out = inflater.decompress(data, limit + 1)
+        except zlib.error:
+            continue
+        if len(out) > limit:
+            raise RankerFailure("oversized")
+        return out
+    raise RankerFailure("bad-answer", "a compressed answer zlib cannot read")
+
+
+def _finite(value: Any) -> TypeGuard[int | float]:
+    """A JSON number a float can hold: not a bool, not NaN or infinite, and no integer past a float's range
+    (`10**400` is valid JSON, and `float()` of it raises OverflowError rather than answering inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _finite_numbers(values: list[Any]) -> bool:
-    return all(not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) for x in values)
+    return all(_finite(x) for x in values)
 
 
 def _mean_pooled(rows: list[Any]) -> list[float] | None:
@@ -275,7 +412,7 @@ def read_rerank(answer: Any, count: int) -> list[float]:
         index, score = row.get("index"), row.get("relevance_score", row.get("score"))
         if type(index) is not int or not 0 <= index < count or scores[index] is not None:
             raise RankerFailure("bad-answer", "an index out of range or repeated")
-        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        if not _finite(score):
             raise RankerFailure("bad-answer", "a score that is not a finite number")
         scores[index] = float(score)
     return [s for s in scores if s is not None]
