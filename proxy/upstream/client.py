@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import structlog
@@ -145,7 +146,8 @@ class UpstreamClient:
             await response.aclose()
             if status < 200:
                 raise UpstreamProtocolError(f"upstream answered {status} to a request that asked for none")
-            log.warning("upstream redirect refused", status=status, location=response.headers.get("location", ""))
+            location = _logged_location(response.headers.get("location", ""))
+            log.warning("upstream redirect refused", status=status, location=location)
             raise UpstreamRedirected(
                 f"upstream answered {status}, a redirect; the proxy neither follows nor relays redirects "
                 "(check upstream_url)"
@@ -200,6 +202,16 @@ class UpstreamClient:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _logged_location(location: str) -> str:
+    """A redirect's target as the log shows it: scheme, host and path. Its query and fragment (a sign-in's
+    `?token=`, an OAuth `#access_token=`) and any user info can carry a credential, and logs travel far."""
+    try:
+        parts = urlsplit(location)
+    except ValueError:  # an unbalanced IPv6 bracket: nothing of it is shown
+        return "(not a URL)"
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def _header_bytes(value: str) -> bytes:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog.testing
 
 from proxy import Settings, create_app
 from tests.fakes import FakeEmbedder
@@ -62,3 +63,18 @@ async def test_not_modified_is_relayed_as_it_is() -> None:
     async with raw_upstream(not_modified) as (url, _):
         response = await through_proxy(url, "GET", "/v1/files/file-1", headers={"if-none-match": '"v1"'})
     assert response.status_code == 304
+
+
+async def test_a_redirect_is_logged_without_its_query_fragment_or_user_info() -> None:
+    location = "https://user:pw-secret@sso.example/callback?token=tok-secret#access_token=frag-secret"
+
+    async def redirect_with_token(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(f"HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\n\r\n".encode())
+
+    with structlog.testing.capture_logs() as logs:
+        async with raw_upstream(redirect_with_token) as (url, _):
+            response = await through_proxy(url, "POST", "/v1/chat/completions", json=chat())
+    assert response.status_code == 502
+    (entry,) = [e for e in logs if e["event"] == "upstream redirect refused"]
+    assert entry["location"] == "https://sso.example/callback"
+    assert "secret" not in repr(logs)
