@@ -100,18 +100,26 @@ def client_retries(headers: Mapping[str, str]) -> bool:
 
 def requested_retries(headers: Mapping[str, str]) -> int | None:
     """The most retries a client allows the proxy for this request (`X-Context-Retries`), None when unset. The
-    operator's settings still bound it: a client can only ask for fewer.
+    operator's settings still bound it: a client can only ask for fewer. Sent more than once (or as a list, `1, 0`,
+    which HTTP makes the same thing), the smallest value counts: each sender along the way asked for at most that
+    many, and taking fewer retries than one of them asked for can only spend less. `headers` may hold a name
+    more than once (a multi-dict, whose `items()` yields every value).
 
     Raises:
-        InvalidRequest: the value is not a whole number.
+        InvalidRequest: a value is not a whole number.
     """
-    value = next((v for k, v in headers.items() if k.lower() == RETRIES_HEADER.lower()), None)
-    if value is None:
+    values = [v for k, v in headers.items() if k.lower() == RETRIES_HEADER.lower()]
+    if not values:
         return None
-    text = value.strip()
-    # Three digits are already more than any retry setting allows (max_retries is at most 10).
-    if not (text.isascii() and text.isdigit() and len(text) <= 3):
-        raise InvalidRequest(
-            f"{RETRIES_HEADER} must be a whole number of retries (0: none), got {value[:40]!r}", param=RETRIES_HEADER
-        )
-    return int(text)
+    asked = []
+    for value in values:
+        for part in value.split(","):
+            text = part.strip()
+            # Three digits are already more than any retry setting allows (max_retries is at most 10).
+            if not (text.isascii() and text.isdigit() and len(text) <= 3):
+                raise InvalidRequest(
+                    f"{RETRIES_HEADER} must be a whole number of retries (0: none), got {value[:40]!r}",
+                    param=RETRIES_HEADER,
+                )
+            asked.append(int(text))
+    return min(asked)

@@ -130,6 +130,13 @@ async def _no_retries(ctx: Ctx) -> Verdict:
     return ok, f"{reply.status}, {len(calls)} upstream calls" + (", header forwarded" if forwarded else "")
 
 
+async def _retries_repeated(ctx: Ctx) -> Verdict:
+    # A header sent twice is the same as its values joined by a comma (RFC 9110, 5.3): the smallest counts.
+    ctx.script(lambda seen, send: reply_json(send, 503, server_error("busy")))
+    reply, calls = await ctx.chat_seen(ctx.chat_body(), {"X-Context-Retries": "2, 0"})
+    return reply.status == 503 and len(calls) == 1, f"{reply.status}, {len(calls)} upstream calls"
+
+
 async def _retries_malformed(ctx: Ctx) -> Verdict:
     return await ctx.refused(ctx.chat(ctx.chat_body(), {"X-Context-Retries": "all of them"}))
 
@@ -191,6 +198,7 @@ def upstream_edge_cases() -> list[Case]:
         case("8 requests for a pool of 4, 3 s upstream", "200 or 503 upstream_pool_exhausted, each 503 within "
              "upstream_pool_wait + slack", _full_pool, timeout=30),
         case("X-Context-Retries: 0, persistent 503", "1 upstream call, header not forwarded", _no_retries),
+        case("X-Context-Retries: 2, 0 (a repeated header)", "the smallest: 1 upstream call", _retries_repeated),
         case("X-Context-Retries: all of them", "400 envelope, nothing upstream", _retries_malformed),
         case("serve with strategy_caps medoid.k = 0", "exit 1 with the reason, never serving", _cap_below_minimum,
              timeout=60),

@@ -46,3 +46,28 @@ def test_a_malformed_value_is_refused_before_any_call(make_client: Any, fake: Fa
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "X-Context-Retries"
     assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("X-Context-Retries", "2"), ("X-Context-Retries", "0")],
+        [("X-Context-Retries", "0"), ("X-Context-Retries", "2")],
+        [("X-Context-Retries", "2, 0")],
+    ],
+)
+def test_a_repeated_header_counts_its_smallest_value(
+    make_client: Any, fake: FakeUpstream, headers: list[tuple[str, str]]
+) -> None:
+    client = make_client(max_retries=2, retry_budget=4)
+    always_busy(fake)
+    response = client.post("/v1/chat/completions", json=chat(), headers=headers)
+    assert response.status_code == 503
+    assert len(fake.requests) == 1
+
+
+def test_a_repeated_header_with_one_malformed_value_is_refused(make_client: Any, fake: FakeUpstream) -> None:
+    headers = [("X-Context-Retries", "0"), ("X-Context-Retries", "many")]
+    response = make_client().post("/v1/chat/completions", json=chat(), headers=headers)
+    assert response.status_code == 400
+    assert fake.requests == []
