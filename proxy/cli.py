@@ -23,12 +23,13 @@ from typing import Any, NoReturn
 
 import structlog
 from pydantic import ValidationError
+from pydantic_settings import SettingsError as SourceError
 
 from proxy.edge.server import build_server
 from proxy.local_model import LocalModelError, local_model_for, upstream_for
 from proxy.observability.logs import configure_logging
 from proxy.observability.telemetry import configure_tracing
-from proxy.settings import Settings, SettingsError, load_settings
+from proxy.settings import Settings, SettingsError, invalid_settings_text, load_settings
 
 COMMANDS_GROUP = "contextlift.commands"
 
@@ -81,7 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = args.settings_overrides(args) if getattr(args, "settings_overrides", None) else {}
     try:
         settings = load_settings(args.config, **overrides)
-    except (SettingsError, ValidationError) as error:
+    except ValidationError as error:
+        print(f"contextlift: invalid settings: {invalid_settings_text(error)}", file=sys.stderr)
+        return 2
+    except (SettingsError, SourceError) as error:  # an unreadable file, a variable that is not JSON: no value quoted
         print(f"contextlift: invalid settings: {error}", file=sys.stderr)
         return 2
     if getattr(args, "logs", True):

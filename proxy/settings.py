@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from proxy.remote_rankers import RankerSetting
@@ -19,7 +19,7 @@ ENV_PREFIX = "CONTEXTLIFT_"
 class DocumentFormatSetting(BaseModel):
     """One declared prompt template (see `strategies.DeclaredFormat`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Name a request may give as `format=`.")
     models: tuple[str, ...] = Field(("*",), min_length=1, description="Model name patterns it applies to.")
@@ -55,7 +55,11 @@ class DocumentFormatSetting(BaseModel):
 class Settings(BaseSettings):
     """contextlift's settings. Every field can be set as `CONTEXTLIFT_<FIELD>` or in the TOML file."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True, populate_by_name=True)
+    # No NaN or infinity in any float field: `upstream_pool_wait=inf` would start, then fail every request where the
+    # value becomes a timeout; a finite bound is what every one of these settings means.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     host: str = Field("127.0.0.1", description="Address the proxy listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the proxy listens on.")
@@ -430,3 +434,14 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
 class SettingsError(Exception):
     """The configuration cannot be loaded."""
+
+
+def invalid_settings_text(error: ValidationError) -> str:
+    """What is wrong with the settings, field by field, without the values given. pydantic's own text quotes each
+    value (`input_value=...`, a long one cut in its middle, which leaves its tail visible), and a value may be a
+    secret: a ranker's or the upstream's key, a token in a URL, a key under a misspelt field name."""
+    problems = []
+    for problem in error.errors(include_url=False, include_context=False, include_input=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "settings"
+        problems.append(f"{where}: {problem['msg']}")
+    return "; ".join(problems)
