@@ -95,17 +95,25 @@ def _policy(args: argparse.Namespace, _: None) -> int:
 
 
 def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -> int:
-    from eval.policy_writer import CostCeiling, write_policy
+    from eval.policy_writer import CostCeiling, write_policy, write_policy_file
 
+    if out is not None and out.is_dir():  # before the reports are read: nothing could be written
+        print(f"contextlift policy: --out {out} is a folder; name the policy file", file=sys.stderr)
+        return 2
     try:
         text = write_policy(reports, CostCeiling.parse(max_cost))
-    except (OSError, ValueError, KeyError) as error:
+        if out is not None:
+            write_policy_file(out, text)
+    except OSError as error:  # the file's name and the system's reason, on one line
+        detail = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+        print(f"contextlift policy: {detail}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as error:
         print(f"contextlift policy: {error}", file=sys.stderr)
         return 2
     if out is None:
         print(text, end="")
     else:
-        out.write_text(text)
         print(f"policy: {out}", file=sys.stderr)
     return 0
 

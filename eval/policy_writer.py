@@ -7,14 +7,20 @@ comment saying why. A smoke-test report (the quick profile) yields no rule. A sh
 each with the probe run as its evidence.
 
 The file is written as text rather than through a TOML writer: its comments, which carry the reasoning next to
-each rule, are the point, and TOML writers drop comments. It is read back through the proxy's own schema before
-it is returned, so what is written always loads.
+each rule, are the point, and TOML writers drop comments. Much of what it holds came from clients (a model name in
+a shadow sink is whatever a request said): every string is escaped as TOML, every comment is one line of
+printable text, and the text is read back before it is returned, through the proxy's own schema and compared with
+the rules meant, so what is written loads and says exactly that.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import secrets
 import tomllib
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +43,9 @@ SHAPE_FORMATS = {
 POSITIONED_TASKS = ("litm-qa",)
 """Tasks whose prompt shape maps to a detected format (SHAPE_FORMATS is litm-qa's), so a rule can tell their
 requests apart in live traffic."""
+
+Entry = str | dict[str, Any]
+"""A line of the policy as the writer plans it: a comment's text ("" for a blank line), or a rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,39 +90,113 @@ def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
         ValueError: a folder without results, or a policy that would not load (a bug, not the user's).
         OSError: a file cannot be read.
     """
+    description = _writable("from " + ", ".join(r.name for r in reports))
     lines = [
-        "# contextlift policy, written by `contextlift policy` from: " + ", ".join(str(r) for r in reports),
-        f"# cost ceiling relative to none: calls {ceiling.calls or 'any'}, median latency {ceiling.latency or 'any'}",
+        _comment("contextlift policy, written by `contextlift policy` from: " + ", ".join(str(r) for r in reports)),
+        _comment(
+            f"cost ceiling relative to none: calls {ceiling.calls or 'any'}, median latency {ceiling.latency or 'any'}"
+        ),
         "version = 1",
-        f"description = {json.dumps('from ' + ', '.join(r.name for r in reports))}",
+        f"description = {_toml(description)}",
     ]
+    entries: list[Entry] = []
     ids: set[str] = set()
     for report in reports:
         if (report / PROBES_FILE).exists() and not (report / "results.json").exists():
+            probes = _read_json(report / PROBES_FILE)
             try:
-                lines += _probe_rules(report, json.loads((report / PROBES_FILE).read_text()), ceiling, ids)
+                entries += _probe_rules(report, probes, ceiling, ids)
             except (KeyError, TypeError, AttributeError, IndexError) as error:  # a hand-edited or torn file
                 raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file ({error!r:.80})") from None
             continue
-        results = json.loads((report / "results.json").read_text())
-        run = json.loads((report / "run.json").read_text())
-        lines += _rules(report, results, run, ceiling, ids)
+        results = _read_json(report / "results.json")
+        run = _read_json(report / "run.json")
+        entries += _rules(report, results, run, ceiling, ids)
+    rules = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            rules.append(entry)
+            lines += ["[[rule]]", *(f"{key} = {_toml(value)}" for key, value in entry.items())]
+        else:
+            lines.append(_comment(entry) if entry else "")
     text = "\n".join(lines) + "\n"
+    _check_reads_back(text, {"version": 1, "description": description, **({"rule": rules} if rules else {})})
+    return text
+
+
+def write_policy_file(path: Path, text: str) -> None:
+    """Write the policy at `path` whole or not at all: into a new file beside it, then renamed over it. The proxy
+    polls the file, and a file rewritten in place is empty, then partial, to whoever reads it meanwhile. The new
+    file takes the old one's permissions (the proxy may read it as another user), else the umask's.
+
+    Raises:
+        OSError: the folder cannot be written, or `path` is a folder.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; --out names the policy file")
+    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with open(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        if path.exists():
+            os.chmod(partial, path.stat().st_mode & 0o7777)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _check_reads_back(text: str, meant: dict[str, Any]) -> None:
+    """Read the text back as the proxy will, and compare it with what was meant: a string that escaped its quotes,
+    or a comment that ran into a new line, changes what is parsed.
+
+    Raises:
+        ValueError: the text does not parse to `meant`, or does not load in the proxy.
+    """
+    from pydantic import ValidationError
+
     from proxy.policy import PolicyFile  # the proxy's own schema: what is written must load
 
-    PolicyFile.model_validate(tomllib.loads(text))
-    return text
+    parsed = tomllib.loads(text)
+    if parsed != meant:
+        raise ValueError("the policy written does not read back as the rules meant (a bug): not written")
+    try:
+        PolicyFile.model_validate(parsed)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise ValueError(
+            f"the policy would not load ({error.error_count()} problem(s); {where}: {problem['msg']})"
+        ) from None
+
+
+def _read_json(path: Path) -> Any:
+    """A report's JSON file.
+
+    Raises:
+        ValueError: not JSON, or nested past the parser's recursion limit.
+        OSError: the file cannot be read.
+    """
+    try:
+        return json.loads(path.read_bytes())
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deep to be a report") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: not JSON ({error})") from None
 
 
 def _rules(
     report: Path, results: dict[str, Any], run: dict[str, Any], ceiling: CostCeiling, ids: set[str]
-) -> list[str]:
+) -> list[Entry]:
     model = str(run.get("model") or "*")
     if str(run.get("profile", "")) in SMOKE_PROFILES:
         return [
             "",
-            f"# {report.name}: a smoke test (profile {run['profile']}, too few cases per cell to act on), so no rule",
-            "# comes from it. Run the eval with --profile full for evidence.",
+            f"{report.name}: a smoke test (profile {run['profile']}, too few cases per cell to act on), so no rule",
+            "comes from it. Run the eval with --profile full for evidence.",
         ]
     # run.json has no date of its own: the results' file time is when the report was written.
     date = datetime.fromtimestamp((report / "results.json").stat().st_mtime, UTC).date().isoformat()
@@ -125,7 +208,7 @@ def _rules(
     for row in results.get("lift", []):
         if row["size"] is None and row["task"] in POSITIONED_TASKS:
             lifts[row["task"]][row["strategy"]].append(row)
-    out: list[str] = []
+    out: list[Entry] = []
     for task, by_strategy in sorted(lifts.items()):
         shape = str(run.get("tasks", {}).get(task, {}).get("prompt", "paper"))
         fmt = SHAPE_FORMATS.get(shape)
@@ -151,26 +234,27 @@ def _rules(
         evidence_id = f"{report.name}#{task}/{row['variant']}/{strategy}"
         cost = costs.get((task, strategy), {})
         out += [
-            f"# {task} ({shape} prompts, detected as {fmt}): best of {len(qualified)} qualifying pipeline(s); mean "
+            f"{task} ({shape} prompts, detected as {fmt}): best of {len(qualified)} qualifying pipeline(s); mean "
             f"lift over regimes {mean:+.3f}; calls x{float(cost.get('calls_vs_none', 1)):.2f}, median latency "
             f"x{float(cost.get('p50_s_vs_none', 1)):.2f}",
-            "[[rule]]",
-            f"id = {json.dumps(rule_id)}",
-            f"model = {json.dumps(model + '*' if model != '*' else '*')}",
-            f"documents = [2, {max(2, sizes[task])}]",
-            f"formats = [{json.dumps(fmt)}]",
-            f"strategy = {json.dumps(strategy)}",
-            _evidence(evidence_id, row, report, date),
+            {
+                "id": rule_id,
+                "model": model + "*" if model != "*" else "*",
+                "documents": [2, max(2, sizes[task])],
+                "formats": [fmt],
+                "strategy": strategy,
+                "evidence": _evidence(evidence_id, row, report, date),
+            },
         ]
     return out
 
 
-def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str]) -> list[str]:
+def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str]) -> list[Entry]:
     """Rules from a shadow report's positional probes: per model and format, the pipeline with the highest lift
     over `none` that holds, within the cost ceiling; a comment where none does."""
     if data.get("kind") != "contextlift-shadow-probes":
         raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file")
-    out: list[str] = []
+    out: list[Entry] = []
     for group in data.get("groups", []):
         model, fmt = str(group["model"]), str(group["format"])
         where = f"{model or '(no model)'} / {fmt}: {group['probes']} probes from live traffic"
@@ -178,58 +262,111 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
         out.append("")
         if not qualified:
             out += [
-                f"# {where}: no rule. No pipeline's lift over none holds (above zero, at least {MIN_DISCORDANT}",
-                f"# pairs that differ, Holm-corrected exact p below {ALPHA}) within the cost ceiling.",
+                f"{where}: no rule. No pipeline's lift over none holds (above zero, at least {MIN_DISCORDANT}",
+                f"pairs that differ, Holm-corrected exact p below {ALPHA}) within the cost ceiling.",
                 *_closest(group["lift"]),
             ]
             continue
         row = max(qualified, key=lambda r: (r["value"], r["ci95"][0]))
-        glob = _literal_glob(model) if model else "*"
         date = str(group["last"])[:10] or "unknown"
         out += [
-            f"# {where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
-            "[[rule]]",
-            f"id = {json.dumps(_unique('probe-' + (model or 'any') + '-' + fmt, ids))}",
-            f"model = {json.dumps(glob)}",
-            f"documents = [{int(group['documents'][0])}, {int(group['documents'][1])}]",
-            f"formats = [{json.dumps(fmt)}]",
-            f"strategy = {json.dumps(row['strategy'])}",
-            _evidence(_printable(f"{report.name}#probes/{model}/{fmt}/{row['strategy']}"), row, report, date),
+            f"{where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
+            {
+                "id": _unique("probe-" + (model or "any") + "-" + fmt, ids),
+                "model": _literal_glob(model) if model else "*",
+                "documents": [int(group["documents"][0]), int(group["documents"][1])],
+                "formats": [fmt],
+                "strategy": str(row["strategy"]),
+                "evidence": _evidence(
+                    _printable(f"{report.name}#probes/{model}/{fmt}/{row['strategy']}"), row, report, date
+                ),
+            },
         ]
     return out
 
 
-def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) -> str:
-    """A rule's `evidence` line, from a lift row (an eval report's or a probe group's)."""
-    fields = [
-        f"id = {json.dumps(evidence_id)}",
-        f"lift = {row['value']:.4f}",
-        f"ci95 = [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
-        f"n = {int(row['n'])}",
-        f"test = {json.dumps(row.get('test', 'mcnemar-exact'))}",
-        f"p = {float(row.get('p_holm', row.get('p', 1.0))):.3g}",
-        f"correction = {json.dumps('holm/' + str(int(row.get('family', 1))))}",
-        f"report = {json.dumps(str(report))}",
-        f"date = {json.dumps(date)}",
-    ]
-    return "evidence = { " + ", ".join(fields) + " }"
+def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) -> dict[str, Any]:
+    """A rule's `evidence`, from a lift row (an eval report's or a probe group's), its figures rounded as written."""
+    return {
+        "id": evidence_id,
+        "lift": round(float(row["value"]), 4),
+        "ci95": [round(float(row["ci95"][0]), 4), round(float(row["ci95"][1]), 4)],
+        "n": int(row["n"]),
+        "test": str(row.get("test", "mcnemar-exact")),
+        "p": float(f"{float(row.get('p_holm', row.get('p', 1.0))):.3g}"),
+        "correction": "holm/" + str(int(row.get("family", 1))),
+        "report": _writable(str(report)),
+        "date": date,
+    }
 
 
-def _closest(rows: list[dict[str, Any]]) -> list[str]:
+def _closest(rows: list[dict[str, Any]]) -> list[Entry]:
     """The comment line naming the candidate closest to holding, if any."""
     closest = min(rows, key=lambda r: (r.get("p_holm", 1.0), -r["value"]), default=None)
     if closest is None:
         return []
     return [
-        f"# Closest: {closest['strategy']}{' (' + closest['variant'] + ')' if closest.get('variant') else ''} lift "
+        f"Closest: {closest['strategy']}{' (' + closest['variant'] + ')' if closest.get('variant') else ''} lift "
         f"{closest['value']:+.3f}, wins/losses {closest.get('wins', '-')}/{closest.get('losses', '-')}, "
         f"p (Holm) {float(closest.get('p_holm', closest.get('p', 1.0))):.2g}, n {closest['n']}."
     ]
 
 
 def _literal_glob(model: str) -> str:
-    """A glob matching exactly `model` (fnmatch's special characters each in brackets)."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in model)[:200]
+    """A glob matching exactly `model` (fnmatch's special characters each in brackets); a lone surrogate, which
+    UTF-8 cannot write, is `?`, which matches it."""
+    return "".join(f"[{c}]" if c in "*?[" else "?" if _surrogate(c) else c for c in model)[:200]
+
+
+def _writable(text: str) -> str:
+    """A file name as a policy can hold it: a byte the file system gave that is not UTF-8 (a lone surrogate in
+    Python's text of the name) becomes `?`."""
+    return "".join("?" if _surrogate(c) else c for c in text)
+
+
+def _surrogate(character: str) -> bool:
+    return "\ud800" <= character <= "\udfff"
+
+
+def _comment(text: str) -> str:
+    """One comment line holding `text`: a line break (any of TOML's, or one an editor shows as such), another
+    control character or a lone surrogate becomes `?`, so nothing in it can start a line of TOML."""
+    visible = "".join("?" if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") else c for c in text)
+    return f"# {visible}"
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: strings escaped as basic strings (quotes, backslashes, every control character), numbers
+    as Python writes them, lists and tables inline.
+
+    Raises:
+        ValueError: a number that is not finite, or a type TOML has no literal for here.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"a policy holds finite numbers only, not {value}")
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_escaped(c) for c in value) + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml(v)}" for key, v in value.items()) + " }"
+    raise ValueError(f"no TOML literal for {type(value).__name__}")
+
+
+def _escaped(character: str) -> str:
+    if character in '"\\':
+        return "\\" + character
+    if character < " " or character == "\x7f":
+        return f"\\u{ord(character):04x}"
+    if _surrogate(character):
+        raise ValueError("a lone surrogate (a name that is not Unicode text) cannot be written in a policy")
+    return character
 
 
 def _printable(text: str) -> str:
@@ -237,13 +374,13 @@ def _printable(text: str) -> str:
     return "".join(c if " " <= c <= "~" else "?" for c in text)[:200]
 
 
-def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str, list[dict[str, Any]]]) -> list[str]:
+def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str, list[dict[str, Any]]]) -> list[Entry]:
     """The comment left where a rule would go: why no pipeline qualified, with the closest candidate's figures."""
     rows = [r for rows in by_strategy.values() for r in rows]
     return [
-        f"# {task} ({shape} prompts, detected as {fmt}) on {model}: no rule. No pipeline's lift holds (above zero,",
-        f"# at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}) without a significant",
-        "# loss in another regime, within the cost ceiling, so auto applies none to these requests.",
+        f"{task} ({shape} prompts, detected as {fmt}) on {model}: no rule. No pipeline's lift holds (above zero,",
+        f"at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}) without a significant",
+        "loss in another regime, within the cost ceiling, so auto applies none to these requests.",
         *_closest(rows),
     ]
 

@@ -192,7 +192,8 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
 
     Raises:
         PolicyError: not a regular file, larger than `max_bytes`, unreadable, not TOML (nested past the parser's
-            recursion limit included), not a policy, or a rule whose pipeline does not resolve.
+            recursion limit included), empty of any setting (blank or comments only: a torn write, not a policy
+            of no rules, which says `version = 1`), not a policy, or a rule whose pipeline does not resolve.
     """
     try:
         if str(path) == BUILT_IN:
@@ -200,7 +201,14 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
         else:
             # The file name is the policy's name in `X-Context-Policy`: percent-encoded, any name is a valid header.
             text, source = _read_regular(Path(path), max_bytes), quote(Path(path).name, safe="")
-        parsed = PolicyFile.model_validate(tomllib.loads(text))
+        document = tomllib.loads(text)
+        if not document:
+            # Caught here, not by the schema, where every field has a default: an empty file is what a reader sees
+            # mid-write by an editor or a copy, and taking it would drop every rule in force. A policy of no rules
+            # says so with `version = 1`.
+            raise PolicyError(f"policy {path}: holds no setting (empty, or only comments); a policy of no rules "
+                              "is written `version = 1`")  # fmt: skip
+        parsed = PolicyFile.model_validate(document)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
         raise PolicyError(f"policy {path}: {error}") from None
     except RecursionError:

@@ -7,9 +7,10 @@ own topic, as a retriever returns them, that do not hold its answer.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
 
 from eval.metrics import normalize_answer
 from eval.tasks.litm import Passage
@@ -50,26 +51,63 @@ class SameArticleQuestion:
     """In the article's order."""
 
 
+class _Answer(BaseModel):
+    text: str
+
+
+class _Question(BaseModel):
+    question: str
+    answers: list[_Answer]
+    is_impossible: bool = False
+
+
+class _Paragraph(BaseModel):
+    context: str
+    qas: list[_Question]
+
+
+class _Article(BaseModel):
+    title: str
+    paragraphs: list[_Paragraph]
+
+
+class _SquadFile(BaseModel):
+    """What is read of SQuAD 2.0's dev file; anything else in it is left alone."""
+
+    data: list[_Article]
+
+
 @functools.cache
 def load_squad(path: Path) -> tuple[SquadArticle, ...]:
-    """Every article of the file, every paragraph of each (with or without answerable questions)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    """Every article of the file, every paragraph of each (with or without answerable questions).
+
+    Raises:
+        ValueError: the file is not JSON of SQuAD 2.0's shape (nested deeper than any such file included: the
+            parser stops at its own depth limit rather than the interpreter's recursion limit).
+        OSError: the file cannot be read.
+    """
+    try:
+        squad = _SquadFile.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "the file"
+        raise ValueError(f"{path}: not SQuAD 2.0's dev file ({where}: {problem['msg']})") from None
     return tuple(
         SquadArticle(
-            article["title"].replace("_", " "),
+            article.title.replace("_", " "),
             tuple(
                 SquadParagraph(
-                    " ".join(paragraph["context"].split()),
+                    " ".join(paragraph.context.split()),
                     tuple(
-                        SquadQuestion(qa["question"], tuple(dict.fromkeys(a["text"] for a in qa["answers"])))
-                        for qa in paragraph["qas"]
-                        if not qa.get("is_impossible") and qa["answers"]
+                        SquadQuestion(qa.question, tuple(dict.fromkeys(a.text for a in qa.answers)))
+                        for qa in paragraph.qas
+                        if not qa.is_impossible and qa.answers
                     ),
                 )
-                for paragraph in article["paragraphs"]
+                for paragraph in article.paragraphs
             ),
         )
-        for article in data["data"]
+        for article in squad.data
     )
 
 
