@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
     detect.add_argument("--format", dest="shape", help="read the documents in this shape, as `format=` would")
     detect.add_argument("--json", action="store_true", help="print the findings as JSON (with document offsets)")
     detect.add_argument("--config", type=Path, help="TOML file of settings (its declared document_formats apply)")
+    detect.add_argument(
+        "--strategy",
+        help='preview the body that strategy\'s transforms would send upstream (e.g. "reorder; order=promote"), '
+        "calling no model",
+    )
     detect.set_defaults(run=_detect, logs=False)
     health = commands.add_parser("healthcheck", help="exit 0 if the proxy's /healthz answers (container probes)")
     health.add_argument("--url", help="default: http://127.0.0.1:<port>/healthz from the settings")
@@ -103,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _detect(args: argparse.Namespace, settings: Settings) -> int:
     from proxy.detect_command import detect_command
 
-    return detect_command(args.body, args.shape, as_json=args.json, settings=settings)
+    return detect_command(args.body, args.shape, as_json=args.json, settings=settings, strategy=args.strategy)
 
 
 def _healthcheck(args: argparse.Namespace, settings: Settings) -> int:

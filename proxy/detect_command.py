@@ -1,21 +1,47 @@
-"""`contextlift detect`: what the proxy finds in a request body, printed for a person debugging their prompt."""
+"""`contextlift detect`: what the proxy finds in a request body, printed for a person debugging their prompt; with
+`--strategy`, the body the proxy would send upstream, without calling any model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from proxy.edge.intake import check_chat_body, parse_json_object
 from proxy.errors import ProxyError
 from proxy.settings import Settings
-from strategies import DocumentLimitError, DocumentLimits, explain_detection, render_explanation
+from strategies import (
+    ChatRequest,
+    Completion,
+    CompletionStream,
+    DocumentLimitError,
+    DocumentLimits,
+    Services,
+    StepContext,
+    StrategySelectionError,
+    apply_transforms,
+    build_registry,
+    document_order,
+    explain_detection,
+    parse_request,
+    parse_selection,
+    render_applied,
+    render_explanation,
+)
+from strategies.rankers import RankerSet
+from strategies.rankers.base import published_rankers
 
 
-def detect_command(path: Path | None, shape: str | None, *, as_json: bool, settings: Settings) -> int:
-    """Read a chat-completions body from `path` (standard input when None), print detection's findings.
+def detect_command(
+    path: Path | None, shape: str | None, *, as_json: bool, settings: Settings, strategy: str | None = None
+) -> int:
+    """Read a chat-completions body from `path` (standard input when None), print detection's findings; with
+    `strategy`, print what its transforms would send upstream instead.
 
-    Returns 0, or 2 when the body cannot be read or is not a chat-completions body.
+    Returns 0, or 2 when the body cannot be read, is not a chat-completions body, or the strategy is invalid.
     """
     try:
         raw = path.read_bytes() if path is not None else sys.stdin.buffer.read()
@@ -27,12 +53,84 @@ def detect_command(path: Path | None, shape: str | None, *, as_json: bool, setti
     try:
         body = parse_json_object(raw)
         check_chat_body(body)
+        if strategy is not None:
+            preview = asyncio.run(_preview(body, strategy, shape, settings, limits))
+            print(json.dumps(preview, ensure_ascii=False, indent=2) if as_json else _render_preview(preview), end="")
+            return 0
         found = explain_detection(body, limits=limits, declared=declared, shape=shape)
     except ProxyError as error:
         print(f"contextlift detect: {error.message}", file=sys.stderr)
         return 2
-    except DocumentLimitError as error:
+    except (DocumentLimitError, StrategySelectionError, ValueError) as error:
         print(f"contextlift detect: {error}", file=sys.stderr)
         return 2
     print(json.dumps(found, ensure_ascii=False, indent=2) if as_json else render_explanation(found), end="")
     return 0
+
+
+class _NoModel:
+    """The upstream of a preview: transforms call none, and an executor is not run."""
+
+    async def complete(self, body: Mapping[str, Any]) -> Completion:
+        raise RuntimeError("a preview calls no model")
+
+    async def stream(self, body: Mapping[str, Any]) -> CompletionStream:
+        raise RuntimeError("a preview calls no model")
+
+
+async def _preview(
+    body: dict[str, Any], strategy: str, shape: str | None, settings: Settings, limits: DocumentLimits
+) -> dict[str, Any]:
+    """The body the transforms of `strategy` would send upstream, what ran, and where the documents went.
+
+    Raises:
+        StrategySelectionError: the strategy is malformed or names what is not registered.
+        ValueError: the configured rankers are invalid.
+    """
+    # Imported here: the remote rankers' module is the serving path's, and plain `detect` has no use for it.
+    from proxy.remote_rankers import build_rankers
+
+    registry = build_registry()
+    rankers = build_rankers(settings.rankers, published_rankers(), settings.default_ranker)
+    registry.rankers = frozenset(rankers)
+    pipeline = registry.resolve(parse_selection(strategy), settings.strategy_caps)
+    declared = tuple(f.declared() for f in settings.document_formats)
+    request = parse_request(body, limits, declared=declared, shape=shape or pipeline.shape)
+    embedder = None
+    ranker_set = RankerSet(rankers, settings.default_ranker)
+    if pipeline.waits_for_embedder(ranker_set):
+        from strategies import SentenceTransformerEmbedder
+
+        device = None if settings.embedding_device == "auto" else settings.embedding_device
+        embedder = SentenceTransformerEmbedder(device=device)
+        ranker_set = RankerSet(rankers, settings.default_ranker, embedder)
+    context = StepContext(_NoModel(), Services(embedder=embedder, rankers=ranker_set))
+    sent: ChatRequest = await apply_transforms(pipeline, request, context) if request.documents else request
+    order = document_order(request.documents, sent.documents) if request.documents else None
+    executor = pipeline.executor
+    return {
+        "format": request.detection,
+        "documents_found": len(request.documents),
+        "strategy": render_applied(context.applied),
+        "order": None if order is None else ("kept" if order.kept else list(order.sent)),
+        "dropped": [] if order is None else list(order.dropped),
+        "executor": None if executor is None or not request.documents else executor.label,
+        "body": sent.render() if request.documents else body,
+    }
+
+
+def _render_preview(preview: Mapping[str, Any]) -> str:
+    order = preview["order"]
+    lines = [
+        f"format: {preview['format']}",
+        f"documents: {preview['documents_found']}",
+        f"strategy: {preview['strategy']}",
+        f"order: {order if isinstance(order, str) or order is None else ','.join(map(str, order))}",
+    ]
+    if preview["dropped"]:
+        lines.append(f"dropped: {','.join(map(str, preview['dropped']))}")
+    if preview["executor"]:
+        lines.append(f"then: {preview['executor']} calls the model; shown is the body its calls start from")
+    lines.append("body sent upstream:")
+    lines.append(json.dumps(preview["body"], ensure_ascii=False, indent=2))
+    return "\n".join(lines) + "\n"

@@ -17,12 +17,15 @@ from litestar.types import Message, Scope
 
 from proxy.shadow.case import ShadowCase
 from proxy.upstream.ledger import CallLedger
-from strategies import AppliedStep, Pipeline, render_applied
+from strategies import AppliedStep, DocumentOrder, Pipeline, render_applied
 
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client went away before the response was complete."""
 _RECORD_KEY = "contextlift_record"
 _MAX_REQUEST_ID = 128
+MAX_ORDER_NUMBERS = 64
+"""Document numbers `X-Context-Order` and `X-Context-Dropped` list before `...+N`: a header stays a few hundred
+bytes whatever the request carries (a proxy or a load balancer may refuse a response head past 8 KiB)."""
 
 log = structlog.get_logger("contextlift.request")
 
@@ -53,6 +56,8 @@ class RequestRecord:
     """For streams: time from the request to the first event relayed."""
     policy: str | None = None
     """For `auto`: the rule applied and its evidence (`X-Context-Policy`)."""
+    order: DocumentOrder | None = None
+    """Where the client's documents went upstream, once the transforms have run (`X-Context-Order`)."""
     shadow: ShadowCase | None = None
     """Set when the request was sampled for shadow evaluation: what was served, for the evaluation to compare."""
     on_complete: Callable[[RequestRecord, float], None] | None = None
@@ -90,7 +95,18 @@ class RequestRecord:
             "x-context-upstream-failures": self.ledger.failures_summary(),
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
             **({"x-context-policy": self.policy} if self.policy is not None else {}),
+            **self._order_headers(),
         }
+
+    def _order_headers(self) -> dict[str, str]:
+        """`X-Context-Order: 6,1,2,...` (the client's document numbers in the order sent, or `kept`) and
+        `X-Context-Dropped: 3,7` for the documents left out."""
+        if self.order is None:
+            return {}
+        headers = {"x-context-order": "kept" if self.order.kept else _numbers(self.order.sent)}
+        if self.order.dropped:
+            headers["x-context-dropped"] = _numbers(self.order.dropped)
+        return headers
 
     def finish(self, status: int | None = None) -> None:
         """Log the summary line, once."""
@@ -114,6 +130,11 @@ class RequestRecord:
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
             "overhead_ms": round(self.overhead_ms(), 1),
         }
+        if self.order is not None:
+            order = self._order_headers()
+            fields["document_order"] = order["x-context-order"]
+            if "x-context-dropped" in order:
+                fields["documents_dropped"] = order["x-context-dropped"]
         if self.ledger.usage:
             fields.update({f"usage_{k}": v for k, v in self.ledger.usage.items()})
         if self.error:
@@ -166,6 +187,12 @@ class RequestLog:
                 headers["x-request-id"] = record.request_id
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             record.finish()
+
+
+def _numbers(numbers: tuple[int, ...]) -> str:
+    shown = ",".join(map(str, numbers[:MAX_ORDER_NUMBERS]))
+    hidden = len(numbers) - MAX_ORDER_NUMBERS
+    return f"{shown},...+{hidden}" if hidden > 0 else shown
 
 
 def _route_template(scope: Scope) -> str:

@@ -14,7 +14,7 @@ from strategies.detection.explain import explain_detection, render_explanation
 from strategies.detection.find import SHAPES, parse_request
 from strategies.detection.limits import DocumentLimitError, DocumentLimits
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
-from strategies.pipeline import Pipeline, PipelineResult, Step, render_applied, run_pipeline
+from strategies.pipeline import Pipeline, PipelineResult, Step, apply_transforms, render_applied, run_pipeline
 from strategies.plugin import (
     AppliedStep,
     Executor,
@@ -29,7 +29,7 @@ from strategies.plugin import (
     send_once,
 )
 from strategies.registry import ENTRY_POINT_GROUP, StrategyRegistry, build_registry
-from strategies.request import ChatRequest, Document, DocumentBlock
+from strategies.request import ChatRequest, Document, DocumentBlock, DocumentOrder, document_order
 from strategies.selection import StepRequest, StrategySelectionError, parse_selection
 from strategies.spans import DocumentFormat
 from strategies.tokens import TiktokenTokenizer, Tokenizer
@@ -48,6 +48,7 @@ __all__ = [
     "DocumentFormat",
     "DocumentLimitError",
     "DocumentLimits",
+    "DocumentOrder",
     "Embedder",
     "Executor",
     "Param",
@@ -70,7 +71,9 @@ __all__ = [
     "Upstream",
     "UpstreamFailure",
     "add_usage",
+    "apply_transforms",
     "build_registry",
+    "document_order",
     "embed_off_loop",
     "explain_detection",
     "parse_request",

@@ -124,13 +124,7 @@ async def run_pipeline(
     single plain call in its place. Each step that runs gets its own OpenTelemetry span.
     """
     context = StepContext(upstream, services or Services())
-    for step in pipeline.transforms:
-        assert isinstance(step.strategy, Transform)
-        if step.strategy.needs_documents and not request.documents:
-            continue
-        context.applied.append(AppliedStep(step.strategy.name, step.label))
-        with _step_span(step, request, context.services):
-            request = await step.strategy.transform(request, step.params, context)
+    request = await apply_transforms(pipeline, request, context)
     executor = pipeline.executor
     if executor is not None and (request.documents or not executor.strategy.needs_documents):
         assert isinstance(executor.strategy, Executor)
@@ -140,6 +134,19 @@ async def run_pipeline(
     else:
         outcome = await send_once(request, upstream)
     return PipelineResult(outcome, tuple(context.applied), request)
+
+
+async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: StepContext) -> ChatRequest:
+    """The request after the pipeline's transforms, each noted in `context.applied` as it runs; steps that need
+    documents are skipped for a request without any."""
+    for step in pipeline.transforms:
+        assert isinstance(step.strategy, Transform)
+        if step.strategy.needs_documents and not request.documents:
+            continue
+        context.applied.append(AppliedStep(step.strategy.name, step.label))
+        with _step_span(step, request, context.services):
+            request = await step.strategy.transform(request, step.params, context)
+    return request
 
 
 @contextmanager

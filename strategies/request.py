@@ -232,3 +232,29 @@ def _separator(separators: tuple[str, ...], index: int) -> str:
     if not separators:
         return "\n"
     return separators[index] if index < len(separators) else separators[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentOrder:
+    """Where the client's documents went: their numbers (1 for the client's first) in the order sent, and the
+    numbers of those dropped."""
+
+    sent: tuple[int, ...]
+    dropped: tuple[int, ...]
+
+    @property
+    def kept(self) -> bool:
+        """Whether nothing moved and nothing was dropped."""
+        return not self.dropped and self.sent == tuple(range(1, len(self.sent) + 1))
+
+
+def document_order(found: Sequence[Document], sent: Sequence[Document]) -> DocumentOrder | None:
+    """Where the documents `found` in the client's request went in the documents `sent`; None where a sent
+    document is none of them (a strategy rewrote it: evidence, facts), so no order can be told."""
+    number_of = {id(document): number for number, document in enumerate(found, start=1)}
+    numbers = [number_of.get(id(document)) for document in sent]
+    if any(n is None for n in numbers):
+        return None
+    placed = tuple(n for n in numbers if n is not None)
+    kept = set(placed)
+    return DocumentOrder(placed, tuple(n for n in range(1, len(found) + 1) if n not in kept))

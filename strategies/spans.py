@@ -29,7 +29,11 @@ class DocumentFormat(StrEnum):
     NUMBERED = "numbered"
     """Blocks opened by a numbered marker: `[1]`, `Source 1:`, `### Source 1`, `Retrieved chunk 1:` ..."""
     PARAGRAPHS = "paragraphs"
-    """A marked context region (`Context:`, fences, `<context>`, a cue sentence) split at its blank lines."""
+    """A marked context region (`Context:`, fences, `<context>`, a cue sentence) split at its blank lines: only
+    where the request or the operator names this shape (each document is one paragraph)."""
+    SEPARATED = "separated"
+    """A marked context region whose chunks are told apart by a separator line (`---`, `***` ...), a run of blank
+    lines, or a line that opens each of them (`Source: ...`, a Markdown heading); a chunk may hold blank lines."""
     METADATA = "metadata-blocks"
     """A marked context region whose documents each open with `key: value` metadata lines (LlamaIndex nodes)."""
     MESSAGES = "messages"

@@ -37,6 +37,7 @@ from strategies import (
     DocumentLimitError,
     Pipeline,
     UpstreamFailure,
+    document_order,
     parse_request,
     run_pipeline,
 )
@@ -68,7 +69,11 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
     selection = state.select_pipeline(request.headers, body)
     if isinstance(selection, Auto):
-        pipeline, found = await _auto(body, state, record)
+        try:  # a margin rule ranks the documents, a remote call: a client that leaves meanwhile cancels it
+            pipeline, found = await _unless_disconnected(exchange, _auto(body, state, record))
+        except ClientDisconnected:
+            record.finish(CLIENT_CLOSED_REQUEST)
+            return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
         chat = found if pipeline.steps else ChatRequest(body=body)
     else:
         pipeline = selection
@@ -104,6 +109,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.error = getattr(error, "code", type(error).__name__)
         raise
     record.applied = result.steps
+    if chat.documents:
+        record.order = document_order(chat.documents, result.request.documents)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -126,7 +133,10 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
 
 
 async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) -> tuple[Pipeline, ChatRequest]:
-    """The policy's pipeline for this request, and the request with its documents found."""
+    """The policy's pipeline for this request, and the request with its documents found. The policy is read once:
+    a reload while the request awaits (detection, ranking) must not give its margins one policy and its choice
+    another, which could skip a margin rule."""
+    policy = state.policy
     found = await _documents_of(body, Pipeline(), state)
     tokenizer = state.tokenizer
     tokens = await off_loop(lambda: tokenizer.count(found.documents_text())) if found.documents else 0
@@ -137,10 +147,10 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
         format=detected_format(found),
         stream=found.stream,
     )
-    wanted = state.policy.margin_rankers(features)
+    wanted = policy.margin_rankers(features)
     if wanted:
         features = replace(features, margins=await _margins(wanted, found, state))
-    choice = state.policy.choose(features)
+    choice = policy.choose(features)
     record.policy = choice.header
     state.metrics.policy_rules.labels(choice.rule).inc()
     return choice.pipeline, found

@@ -14,6 +14,17 @@ from strategies.spans import DocumentFormat
 
 PREVIEW_CHARS = 120
 """Characters of each document shown in the text report; the JSON report carries offsets, not texts."""
+HINTS = {
+    "none: ambiguous-chunks": (
+        "the context's units are separated by blank lines alone, and a retrieved chunk holds blank lines of its "
+        "own: no boundary can be trusted, so nothing is moved. To make it readable, join the chunks with a "
+        'separator line (e.g. "\\n\\n---\\n\\n"), open each with a line of its own ("Source: {source}"), wrap '
+        'each in <doc>...</doc>, or, when each document is one paragraph, ask with "format=paragraphs" '
+        "(X-Context-Strategy: reorder; format=paragraphs) or declare the template in document_formats "
+        '({"name": "kb", "start": "...", "separator": "\\n\\n"}).'
+    ),
+}
+"""What a person can do about a reason detection gave, printed by `contextlift detect`."""
 
 
 def explain_detection(
@@ -34,6 +45,7 @@ def explain_detection(
     block = request.block
     return {
         "format": request.detection,
+        "hint": HINTS.get(request.detection),
         "documents_found": len(request.documents),
         "question": request.question,
         "instructions": request.instructions,
@@ -69,6 +81,8 @@ def _spans(request: ChatRequest) -> list[list[int]]:
 def render_explanation(found: Mapping[str, Any]) -> str:
     """The findings as lines a person reads."""
     lines = [f"format: {found['format']}", f"documents: {found['documents_found']}"]
+    if found.get("hint"):
+        lines.append(f"hint: {found['hint']}")
     if found["message_index"] is not None:
         where = f"message {found['message_index']}"
         if found["part_index"] is not None:

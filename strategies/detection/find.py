@@ -11,7 +11,8 @@ A shape applies only on strong evidence: the documents' count (two or more where
 region's separator or from messages), a question found outside them (unless markers name the documents as
 documents), and for the KV object a `Key:` naming one of its records. Otherwise the request is left exactly
 as it came, and `ChatRequest.detection` says why (`none: no-context-region`, `single-document`, `no-question`,
-`ambiguous`, `non-text-parts` ...).
+`ambiguous`, `ambiguous-chunks` (blank lines alone separate the context's units: `strategies.detection.chunks`),
+`non-text-parts` ...).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strategies.detection.chunks import AmbiguousChunks
 from strategies.detection.declared import DeclaredFormat, declared_for
 from strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
 from strategies.detection.formats import SCANNERS
@@ -38,12 +40,26 @@ from strategies.request import ChatRequest, Document, DocumentBlock, last_user_t
 from strategies.spans import DocumentFormat, DocumentSpan
 
 _SEARCHED_ROLES = ("user", "system", "developer", "tool")
-_INFERRED = (DocumentFormat.PARAGRAPHS, DocumentFormat.METADATA, DocumentFormat.MESSAGES, DocumentFormat.JSON_LIST)
+_INFERRED = (
+    DocumentFormat.PARAGRAPHS,
+    DocumentFormat.SEPARATED,
+    DocumentFormat.METADATA,
+    DocumentFormat.MESSAGES,
+    DocumentFormat.JSON_LIST,
+)
 """Formats read from a separator rather than from markers that name documents: they need two or more."""
 _NEED_QUESTION = (*_INFERRED, DocumentFormat.NUMBERED)
 """Formats whose markers could be an ordinary list (`[1]`, a `Context:` label): a question found outside the
 documents is part of their evidence. `Document [1]`, `<document>` and `Document 1:` name documents themselves."""
-_REASON_RANK = ("no-context-region", "no-question", "single-document", "ambiguous", "non-text-parts", "over-limit")
+_REASON_RANK = (
+    "no-context-region",
+    "no-question",
+    "single-document",
+    "ambiguous",
+    "ambiguous-chunks",
+    "non-text-parts",
+    "over-limit",
+)
 """When several candidates fell short, the reason reported is the one furthest along this list."""
 
 SHAPES = tuple(f.value for f in DocumentFormat if f is not DocumentFormat.DECLARED)
@@ -55,6 +71,9 @@ class _Candidate:
     format: DocumentFormat
     spans: list[DocumentSpan]
     label: str
+    ambiguous_chunks: bool = False
+    """Blank-line paragraphs where a chunk's own break cannot be told from a join: judged like any candidate,
+    so that the reason given is the right one, and never applied (`none: ambiguous-chunks`)."""
 
 
 class _Reasons:
@@ -243,6 +262,9 @@ class _Search:
             # Judged before the limits: an ordinary prompt that only looks like too many documents (a JSON
             # object of 2,001 labels, a numbered log) goes upstream untouched rather than refused.
             found = self._judged(text, candidate, index, part_index)
+            if found is not None and candidate.ambiguous_chunks:
+                self.reasons.add("ambiguous-chunks")
+                continue
             if found is not None and self._within_limits(candidate.format, pieces):
                 return found
         return None
@@ -307,15 +329,24 @@ class _Search:
         region = find_region(text)
         if region is None:
             return
+        ambiguous = False
         try:
-            fmt, spans = split_region(text, region, self.most)
+            try:
+                fmt, spans = split_region(text, region, self.most, one_paragraph_each=self.shape == "paragraphs")
+            except AmbiguousChunks:
+                # A chunk's own paragraph break and the break between two chunks look the same: moving either
+                # would cut a chunk in two. `format=paragraphs` says each document is one paragraph.
+                fmt, spans = split_region(text, region, self.most, one_paragraph_each=True)
+                ambiguous = True
         except AmbiguousNumbering:
             self.reasons.add("ambiguous")
             return
         except RegionTooLarge:
             self.reasons.add("over-limit")
             return
-        if self._allows(fmt) and spans:
+        if ambiguous and self.shape is None:
+            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", ambiguous_chunks=True)
+        elif self._allows(fmt) and spans:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
 
     def _allows(self, fmt: DocumentFormat) -> bool:

@@ -12,7 +12,8 @@ their own separator:
 
 A region is found by one of these markers; its documents are, in order of preference, the items of a JSON list
 (DSPy's `list[str]` fields), XML document elements, blocks opened by `key: value` metadata lines, numbered
-markers, or blank-line paragraphs. The region ends at
+markers, or chunks told apart by a separator line, a run of blank lines or a line that opens each of them
+(`strategies.detection.chunks`; a blank line alone is no boundary). The region ends at
 its closing marker, at a line that opens the question or answer (`Question:`, `Query:`, `Answer:` ...), or at
 the end of the text. Whether the documents count is for the caller to judge (how many, and a question found
 outside the region); this module only reports what the text says.
@@ -25,6 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from strategies.detection.chunks import split_chunks, underlines
 from strategies.detection.formats import scan_xml
 from strategies.detection.message_documents import scan_json_list
 from strategies.detection.numbered import scan_numbered
@@ -84,11 +86,18 @@ def find_region(text: str) -> Region | None:
     return _wrapped(text) or _fenced(text) or _labelled(text) or _announced(text)
 
 
-def split_region(text: str, region: Region, most: int | None = None) -> tuple[DocumentFormat, list[DocumentSpan]]:
+def split_region(
+    text: str, region: Region, most: int | None = None, *, one_paragraph_each: bool = False
+) -> tuple[DocumentFormat, list[DocumentSpan]]:
     """The documents of a region and how they were told apart; at most `most` of them are built.
+
+    Args:
+        one_paragraph_each: the request or the operator says each document is one paragraph (`format=paragraphs`):
+            blank lines are then boundaries. Otherwise a blank line alone never is (`strategies.detection.chunks`).
 
     Raises:
         AmbiguousNumbering: numbered markers in the region that are not one list.
+        AmbiguousChunks: blank lines alone separate the region's units.
         RegionTooLarge: more paragraphs than four times `most`: too many pieces to be documents.
     """
     items = scan_json_list(text[region.start : region.end])
@@ -114,6 +123,10 @@ def split_region(text: str, region: Region, most: int | None = None) -> tuple[Do
     ):
         # The markers open and close the region; markers that cover less are a document's own list.
         return DocumentFormat.NUMBERED, numbered
+    if not one_paragraph_each:
+        chunks = split_chunks(text, region.start, region.end)
+        if chunks is not None:
+            return DocumentFormat.SEPARATED, chunks[: len(chunks) if most is None else most]
     return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
 
 
@@ -138,6 +151,8 @@ def _fenced(text: str) -> Region | None:
     a heading's underline or a note's separator: `Introduction\n------------` is no context."""
     searched_to = 0
     for fence in _FENCE.finditer(text):
+        if underlines(text, searched_to, fence):
+            continue  # `Title\n*****`: a heading inside the text, whatever announces a context above it
         # Each window starts where the last one ended: the text above a run of fences is read once in all.
         announced = _announces_context(text, max(searched_to, fence.start() - _CUE_WINDOW), fence.start())
         searched_to = fence.end()

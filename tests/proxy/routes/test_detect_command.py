@@ -66,3 +66,63 @@ def test_bad_input_exits_2_with_the_reason(
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["detect", str(tmp_path / "absent.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+QUESTION = "How many countries do the Alps span?"
+LANGCHAIN_CHUNKS = (
+    "Mont Blanc is the highest mountain in the Alps.\n\nIt rises 4,806 metres above sea level.",
+    "K2 is the second highest mountain on Earth.",
+    "The Alps span eight countries.\n\nThey formed over tens of millions of years.",
+)
+
+
+def langchain_body(separator: str) -> dict[str, Any]:
+    context = separator.join(LANGCHAIN_CHUNKS)
+    prompt = f"Answer the question based only on the following context:\n{context}\n\nQuestion: {QUESTION}"
+    return {"model": "m", "messages": [{"role": "user", "content": prompt}]}
+
+
+def test_a_strategy_previews_the_body_sent_upstream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(langchain_body("\n---\n")))
+    assert main(["detect", str(path), "--json", "--strategy", "reorder; order=descending; ranker=lexical"]) == 0
+    preview = json.loads(capsys.readouterr().out)
+    assert preview["format"] == "separated; region=cue"
+    order = preview["order"]
+    assert order[0] == 3
+    assert sorted(order) == [1, 2, 3]
+    sent = preview["body"]["messages"][0]["content"]
+    assert sorted(LANGCHAIN_CHUNKS, key=sent.index) == [LANGCHAIN_CHUNKS[n - 1] for n in order]
+    assert sent.endswith(f"\n\nQuestion: {QUESTION}")
+
+
+def test_a_preview_that_moves_nothing_says_kept_and_shows_the_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = langchain_body("\n---\n")
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body))
+    assert main(["detect", str(path), "--strategy", "reorder; ranker=client"]) == 0
+    out = capsys.readouterr().out
+    assert "order: kept\n" in out
+    assert json.loads(out.split("body sent upstream:\n", 1)[1]) == body
+
+
+def test_blank_line_chunks_are_declined_with_what_would_make_them_readable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(langchain_body("\n\n")))
+    assert main(["detect", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "format: none: ambiguous-chunks"
+    assert lines[2].startswith("hint: ")
+    assert "format=paragraphs" in lines[2]
+    assert "---" in lines[2]
+
+
+def test_an_invalid_strategy_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(langchain_body("\n---\n")))
+    assert main(["detect", str(path), "--strategy", "reorderr"]) == 2
+    assert capsys.readouterr().err.startswith("contextlift detect: ")

@@ -15,6 +15,8 @@ import pytest
 from strategies import parse_request
 
 QUESTION = "Which of these sources says when the bridge opened?"
+JOIN = "\n\n---\n\n"
+"""Chunks joined by a separator line: blank lines alone never separate documents (test_chunk_boundaries.py)."""
 
 
 def facts(count: int) -> list[str]:
@@ -110,9 +112,9 @@ HEADINGS = ["## Question", "### Your question", "# User query", "**Question**", 
 @pytest.mark.parametrize("count", [3, 7])
 def test_the_question_under_a_heading_is_found(heading: str, count: int) -> None:
     texts = facts(count)
-    context = "\n\n".join(texts)
+    context = JOIN.join(texts)
     body = chat(("user", f"## Context\n\n{context}\n\n{heading}\n\n{QUESTION}"))
-    assert found(body, texts) == "paragraphs; region=label"
+    assert found(body, texts) == "separated; region=label"
 
 
 @pytest.mark.parametrize("heading", HEADINGS[:3])
@@ -151,26 +153,26 @@ INSTRUCTIONS = [
 @pytest.mark.parametrize("count", [3, 6, 10])
 def test_the_question_after_an_instruction_ending_in_a_colon_is_found(instruction: str, count: int) -> None:
     texts = facts(count)
-    context = "\n\n".join(texts)
+    context = JOIN.join(texts)
     body = chat(("user", f"Context:\n{context}\n\n{instruction.format(q=QUESTION)}"))
-    assert found(body, texts) == "paragraphs; region=label"
+    assert found(body, texts) == "separated; region=label"
 
 
 def test_an_instruction_above_the_context_does_not_take_the_context_for_the_question() -> None:
     # LangChain's wording: the line after the colon is the context, and the question is what follows it.
     texts = facts(4)
-    context = "\n\n".join(texts)
+    context = JOIN.join(texts)
     body = chat(("user", f"Answer the question based only on the following context:\n{context}\n\n{QUESTION}"))
     assert untouched(body) == "none: no-question"
     wrapped = f"Answer the question based only on the following context:\n<context>\n{context}\n</context>\n\n"
-    assert found(chat(("user", wrapped + QUESTION)), texts) == "paragraphs; region=wrapper"
+    assert found(chat(("user", wrapped + QUESTION)), texts) == "separated; region=wrapper"
 
 
 def test_an_instruction_naming_the_question_above_it_gives_the_question_on_its_line() -> None:
     texts = facts(3)
-    context = "\n\n".join(texts)
+    context = JOIN.join(texts)
     body = chat(("user", f"Answer the question in one word: {QUESTION}\n\nContext:\n{context}"))
-    assert found(body, texts) == "paragraphs; region=label"
+    assert found(body, texts) == "separated; region=label"
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,7 @@ def test_a_faq_line_inside_a_document_does_not_end_the_context() -> None:
     ]
     body = user(
         "Do gift cards expire?",
-        system("Use the following pieces of retrieved context to answer.\n\n" + "\n\n".join(docs)),
+        system("Use the following pieces of retrieved context to answer.\n\n" + JOIN.join(docs)),
     )
     request = parse_request(body)
     assert [d.text for d in request.documents] == docs
@@ -117,11 +117,13 @@ def test_llamaindex_nodes_with_long_metadata_are_documents_and_dated_paragraphs_
 
 
 FENCED_HEAD = "Context information is below.\n---------------------\n"
+JOIN = "\n\n---\n\n"
+"""Chunks joined by a separator line: blank lines alone never separate documents."""
 
 
 def test_citation_lines_inside_a_document_do_not_split_the_region() -> None:
     docs = ["Alpha is first.", "Beta cites:\n[1] one paper\n[2] another", "Gamma is last."]
-    body = user("Which?", system("Use the following pieces of retrieved context.\n\n" + "\n\n".join(docs)))
+    body = user("Which?", system("Use the following pieces of retrieved context.\n\n" + JOIN.join(docs)))
     assert [d.text for d in parse_request(body).documents] == docs
 
 
@@ -164,13 +166,15 @@ def test_tool_results_whose_ids_do_not_tell_them_apart_are_left_alone(ids: list[
 
 
 def test_an_instructions_paragraph_after_the_context_is_not_a_document() -> None:
-    request = parse_request(user("Context:\nAlpha.\n\nBeta.\n\nInstructions:\nBe brief.\n\nQuestion: What is alpha?"))
+    prompt = "Context:\nAlpha.\n---\nBeta.\n\nInstructions:\nBe brief.\n\nQuestion: What is alpha?"
+    request = parse_request(user(prompt))
     assert [d.text for d in request.documents] == ["Alpha.", "Beta."]
 
 
 def test_a_context_sentence_two_lines_above_the_fence_announces_it() -> None:
     prompt = (
-        "Use the following pieces of context to answer the question.\n\nBe concise.\n----------------\nAlpha.\n\nBeta."
+        "Use the following pieces of context to answer the question.\n\nBe concise.\n"
+        "----------------\nAlpha.\n---\nBeta."
     )
     request = parse_request(user("What is alpha?", system(prompt)))
     assert [d.text for d in request.documents] == ["Alpha.", "Beta."]
@@ -188,7 +192,7 @@ def test_a_context_word_above_a_fence_is_not_a_cue(above: str) -> None:
 
 def test_a_list_that_opens_the_first_document_does_not_split_the_region() -> None:
     docs = ["[1] Smith found X.\n[2] Jones found Y.", "Another doc.", "Third doc."]
-    prompt = "Use the following pieces of retrieved context to answer.\n\n" + "\n\n".join(docs) + "\n\nQuestion: Who?"
+    prompt = "Use the following pieces of retrieved context to answer.\n\n" + JOIN.join(docs) + "\n\nQuestion: Who?"
     assert [d.text for d in parse_request(user(prompt)).documents] == docs
 
 

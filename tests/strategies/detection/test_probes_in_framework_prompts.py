@@ -15,10 +15,18 @@ from strategies.probes import KINDS, make_probe, place_probe, probe_correct
 from tests.strategies.framework_prompts import framework_prompts
 
 PROMPTS = {p.name: p for p in framework_prompts()}
+READ = sorted(name for name, p in PROMPTS.items() if parse_request(copy.deepcopy(p.body)).documents)
+"""The shapes whose documents are read (the others, blank-line paragraphs, are declined and get no probe)."""
+
+
+def test_a_declined_shape_gets_no_probe() -> None:
+    request = parse_request(copy.deepcopy(PROMPTS["langchain-stuff-system"].body))
+    assert request.detection == "none: ambiguous-chunks"
+    assert make_probe(request, seed=7) is None
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("name", sorted(PROMPTS))
+@pytest.mark.parametrize("name", READ)
 def test_a_probe_keeps_the_framework_shape(name: str, kind: str) -> None:
     body = copy.deepcopy(PROMPTS[name].body)
     before = json.dumps(body, sort_keys=True)
@@ -40,7 +48,7 @@ def test_a_probe_keeps_the_framework_shape(name: str, kind: str) -> None:
 
 
 def test_fresh_names_and_values_occur_nowhere_in_the_request() -> None:
-    request = parse_request(copy.deepcopy(PROMPTS["langchain-stuff-system"].body))
+    request = parse_request(copy.deepcopy(PROMPTS["llamaindex-query-engine"].body))
     text = json.dumps(request.body).lower()
     for seed in range(50):
         probe = make_probe(request, seed)

@@ -25,7 +25,7 @@ def test_a_later_user_turn_is_the_question_not_the_first_one() -> None:
 
 
 def test_documents_given_in_an_earlier_turn_are_ranked_against_the_latest_one() -> None:
-    first = "Context:\nParis is in France.\n\nBerlin is in Germany.\n\nQuestion: Where is Paris?"
+    first = "Context:\nParis is in France.\n---\nBerlin is in Germany.\n\nQuestion: Where is Paris?"
     body = chat(("user", first), ("assistant", "In France."), ("user", "And Berlin?"))
     request = parse_request(body)
     assert request.block is not None
@@ -57,9 +57,9 @@ def test_a_bare_question_after_numbered_sources_stays_out_of_the_last_one() -> N
 
 
 def test_a_question_before_the_context_is_found() -> None:
-    prompt = "Question: Which city is German? \nContext: Paris is in France.\n\nBerlin is in Germany. \nAnswer:"
+    prompt = "Question: Which city is German? \nContext: Paris is in France.\n---\nBerlin is in Germany. \nAnswer:"
     request = parse_request(chat(("user", prompt)))
-    assert request.detection == "paragraphs; region=label"
+    assert request.detection == "separated; region=label"
     assert request.question == "Which city is German?"
     assert request.block is not None
     assert request.block.head.startswith("Question: Which city is German?")

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from strategies import DeclaredFormat, parse_request
 
-# Document text: no blank line inside (a blank line is the paragraph shapes' separator) and no marker words.
+JOIN = "\n\n---\n\n"
+"""How the region shapes join their documents: blank lines alone never separate documents (each shape, joined by
+blank lines alone, is declined: test_blank_line_joins_are_declined_and_rendered_back)."""
+# Document text: no blank line inside and no marker words.
 words = st.text(st.characters(whitelist_categories=["Ll", "Lu", "Nd"]), min_size=1, max_size=12)
 sentence = st.lists(words, min_size=1, max_size=8).map(" ".join)
 doc_texts = st.lists(sentence, min_size=2, max_size=7)
@@ -22,21 +25,21 @@ any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=300)
 
 
 def fenced(docs: list[str], q: str) -> dict[str, Any]:
-    context = "\n\n".join(docs)
+    context = JOIN.join(docs)
     return user(f"Context information is below.\n---------------------\n{context}\n---------------------\nQuery: {q}")
 
 
 def labelled(docs: list[str], q: str) -> dict[str, Any]:
-    return user(f"Question: {q} \nContext: " + "\n\n".join(docs) + " \nAnswer:")
+    return user(f"Question: {q} \nContext: " + JOIN.join(docs) + " \nAnswer:")
 
 
 def announced(docs: list[str], q: str) -> dict[str, Any]:
-    system = "Use the following pieces of retrieved context to answer.\n\n" + "\n\n".join(docs)
+    system = "Use the following pieces of retrieved context to answer.\n\n" + JOIN.join(docs)
     return {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}]}
 
 
 def wrapped(docs: list[str], q: str) -> dict[str, Any]:
-    return user("<context>\n" + "\n\n".join(docs) + f"\n</context>\n\n{q}")
+    return user("<context>\n" + JOIN.join(docs) + f"\n</context>\n\n{q}")
 
 
 def metadata(docs: list[str], q: str) -> dict[str, Any]:
@@ -69,11 +72,11 @@ def pasted_json(docs: list[str], q: str) -> dict[str, Any]:
 
 
 def question_heading(docs: list[str], q: str) -> dict[str, Any]:
-    return user("## Context\n\n" + "\n\n".join(docs) + f"\n\n## Question\n\n{q}")
+    return user("## Context\n\n" + JOIN.join(docs) + f"\n\n## Question\n\n{q}")
 
 
 def question_after_instruction(docs: list[str], q: str) -> dict[str, Any]:
-    return user("Context:\n" + "\n\n".join(docs) + f"\n\nAnswer the following question using the context above: {q}")
+    return user("Context:\n" + JOIN.join(docs) + f"\n\nAnswer the following question using the context above: {q}")
 
 
 def per_tool_message(docs: list[str], q: str) -> dict[str, Any]:
@@ -102,18 +105,18 @@ def tool_results(q: str, contents: list[str]) -> dict[str, Any]:
 
 
 SHAPES: dict[str, Callable[[list[str], str], dict[str, Any]]] = {
-    "paragraphs; region=fence": fenced,
-    "paragraphs; region=label": labelled,
-    "paragraphs; region=cue": announced,
-    "paragraphs; region=wrapper": wrapped,
+    "separated; region=fence": fenced,
+    "separated; region=label": labelled,
+    "separated; region=cue": announced,
+    "separated; region=wrapper": wrapped,
     "metadata-blocks; region=label": metadata,
     "numbered": sources,
     "numbered ": brackets,
     "json-list": json_list,
     "numbered; announced": announced_in_system,
     "json-list; embedded": pasted_json,
-    "paragraphs; region=label  ": question_heading,
-    "paragraphs; region=label   ": question_after_instruction,
+    "separated; region=label  ": question_heading,
+    "separated; region=label   ": question_after_instruction,
     "messages; role=tool": per_tool_message,
     "messages; role=system": per_system_message,
 }
@@ -148,6 +151,21 @@ def test_reversed_documents_keep_every_byte_around_them(shape: str, docs: list[s
         at = found + 1
     assert json.dumps(q)[1:-1] in rendered
     assert len(rendered) == len(json.dumps(request.render()))
+
+
+REGION_SHAPES = (fenced, labelled, announced, wrapped, question_heading, question_after_instruction)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.sampled_from(REGION_SHAPES), docs=doc_texts, q=question)
+def test_blank_line_joins_are_declined_and_rendered_back(
+    shape: Callable[[list[str], str], dict[str, Any]], docs: list[str], q: str
+) -> None:
+    blank_lines = json.loads(json.dumps(shape(docs, q)).replace("\\n\\n---\\n\\n", "\\n\\n"))
+    original = copy.deepcopy(blank_lines)
+    request = parse_request(blank_lines)
+    assert request.detection == "none: ambiguous-chunks"
+    assert request.render() == original
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,190 @@
+"""Where one retrieved chunk ends and the next begins inside a context region.
+
+Every text splitter (LangChain's RecursiveCharacterTextSplitter, LlamaIndex's SentenceSplitter ...) keeps the
+blank lines between paragraphs inside a chunk, so a blank line is no boundary: a chunk of 1,000 characters
+usually holds two or three paragraphs. A boundary is trusted only where something more marks it, from the
+coarsest to the finest:
+
+1. a separator line that the app put between chunks: `---`, `***`, `___`, `===`, `~~~`, `###`, `* * *`, the same
+   line every time (LangChain apps' "\\n---\\n" or "\\n\\n---\\n\\n" joins); a rule exactly as long as the line
+   above it is that line's title underline, inside a chunk, not a separator;
+2. a run of two or more blank lines (a "\\n\\n\\n" join), where a chunk holds single blank lines at most;
+3. a line that opens every chunk: the region's first line is `Source: ...`, `Title: ...`, `file_path: ...`, a
+   Markdown heading, and the same kind of line opens each later chunk.
+
+A chunk may hold blank lines, never a separator line. Where blank lines alone separate the units (LangChain's
+default "\\n\\n" join, LlamaIndex without metadata, a `Context:` block of paragraphs), a chunk's own paragraph
+break and the break between two chunks look the same: such a region raises `AmbiguousChunks`, and the request
+is left as it came unless the request or the operator declares that each document is one paragraph
+(`format=paragraphs`).
+
+Every function reads the region once, line by line: linear in its size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from strategies.spans import BLANK_LINE, DocumentSpan
+
+# A line of one rule character, three or more (or `* * *` with spaces), alone on its line.
+_SEPARATOR_LINE = re.compile(
+    r"(?m)^[ \t]*(?P<rule>-{3,}|\*{3,}|_{3,}|={3,}|~{3,}|#{3,}|(?:\*[ \t]+){2,}\*|(?:-[ \t]+){2,}-)[ \t]*$"
+)
+_BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
+"""Two or more blank lines in a row: a chunk keeps a paragraph break as one blank line."""
+# `Source: a.pdf`, `Title: K2`, `file_path: /x.md`, `Document 3:`, `Chunk 2 -`: a short label and a colon.
+_KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
+_HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
+_DIGITS = re.compile(r"\d+")
+_MAX_KEY_WORDS = 4
+"""A label has a few words (`Source`, `Retrieved from`); a sentence with a colon (`The answer is simple: ...`)
+has more."""
+
+
+class AmbiguousChunks(ValueError):
+    """Blank lines alone separate the units of a region: no boundary there can be trusted."""
+
+
+def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+    """The chunks of `text[start:end]` told apart by a mark stronger than a blank line, or None where no such
+    mark is found (one unit, or units told apart by nothing at all).
+
+    Raises:
+        AmbiguousChunks: marks that are not one consistent kind (two kinds of separator line, two separator
+            lines in a row, separator lines and opening lines that disagree), or a region of several blank-line
+            paragraphs and no stronger mark.
+    """
+    found = [f for f in (split(text, start, end) for split in _SPLITS) if f is not None]
+    if found:
+        if any([s.start for s in other] != [s.start for s in found[0]] for other in found[1:]):
+            # `---` lines in one place and `Source:` lines in another: one of them is inside a chunk.
+            raise AmbiguousChunks("two kinds of mark that disagree on where chunks start")
+        return found[0]
+    if BLANK_LINE.search(text, start, end) is not None:
+        raise AmbiguousChunks("blank lines alone separate the units")
+    return None
+
+
+def _rule_lines(text: str, start: int, end: int) -> list[re.Match[str]]:
+    """The separator lines of `text[start:end]`, less the underlines of titles: a rule exactly as long as the
+    line just above it is a heading's underline (reStructuredText and Markdown write `Title\n=====`), unless the
+    same rule also stands where it underlines nothing (a join `---` after a chunk whose last line is `Yes`)."""
+    lines = list(_SEPARATOR_LINE.finditer(text, start, end))
+    joins = {_rule(m) for m in lines if not underlines(text, start, m)}
+    return [m for m in lines if _rule(m) in joins]
+
+
+def underlines(text: str, start: int, rule: re.Match[str]) -> bool:
+    """Whether the rule line `rule` is the underline of the title just above it (as long as that line), reading
+    no further back than `start`."""
+    if rule.start() <= start:
+        return False
+    above_start = text.rfind("\n", start, rule.start() - 1) + 1
+    above = text[max(above_start, start) : rule.start() - 1].strip()
+    return len(above) == len(rule.group(0).strip()) and any(c.isalnum() for c in above)
+
+
+def _by_separator_lines(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+    lines = _rule_lines(text, start, end)
+    if not lines:
+        return None
+    if len({_rule(m) for m in lines}) > 1:
+        raise AmbiguousChunks("separator lines of more than one kind")
+    pieces = _between(text, start, end, [(m.start(), m.end()) for m in lines])
+    if pieces is None:
+        raise AmbiguousChunks("two separator lines with nothing between them")
+    if len(pieces) < 2:
+        return None
+    if len(lines) == 1 and any(BLANK_LINE.search(text, a, b) for a, b in pieces):
+        # One rule between multi-paragraph units is as often a chunk's own horizontal rule as a join.
+        raise AmbiguousChunks("one separator line between blank-line paragraphs")
+    return [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in pieces]
+
+
+def _rule(match: re.Match[str]) -> str:
+    return "".join(match.group("rule").split())
+
+
+def _by_blank_runs(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+    runs = [(m.start(), m.end()) for m in _BLANK_RUN.finditer(text, start, end)]
+    if not runs or _rule_lines(text, start, end):
+        # Blank runs around separator lines ("\n\n\n---\n\n\n") are the separators' margins: they decide.
+        return None
+    pieces = _between(text, start, end, runs)
+    if pieces is None or len(pieces) < 2:
+        return None
+    return [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in pieces]
+
+
+def _by_opening_lines(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+    """Chunks that each open with the same kind of line as the region's first: a label and a colon (digits
+    aside: `Document 1:`, `Document 2:`) or a Markdown heading of one level. The line must open a paragraph
+    (the region's start, or after a blank line): a label inside a chunk's paragraph stays with that chunk."""
+    opens = _paragraph_starts(text, start, end)
+    first = next(opens, None)
+    if first is None:
+        return None
+    kind = _opening_kind(text, first, end)
+    if kind is None:
+        return None
+    starts = [first, *(at for at in opens if _opening_kind(text, at, end) == kind)]
+    if len(starts) < 2:
+        return None
+    spans = []
+    for a, b in zip(starts, [*starts[1:], end], strict=True):
+        piece = text[a:b].rstrip()
+        spans.append(DocumentSpan(start=a, end=a + len(piece), text=piece))
+    return spans
+
+
+def _paragraph_starts(text: str, start: int, end: int) -> Iterator[int]:
+    at = start
+    for blank in BLANK_LINE.finditer(text, start, end):
+        yield from _first_non_blank(text, at, blank.start())
+        at = blank.end()
+    yield from _first_non_blank(text, at, end)
+
+
+def _first_non_blank(text: str, start: int, end: int) -> Iterator[int]:
+    piece = text[start:end]
+    if piece.strip():
+        yield start + len(piece) - len(piece.lstrip())
+
+
+def _opening_kind(text: str, at: int, end: int) -> str | None:
+    line_end = text.find("\n", at, end)
+    line = text[at : end if line_end == -1 else line_end]
+    heading = _HEADING_LINE.match(line)
+    if heading is not None:
+        return heading.group("key")
+    key = _KEY_LINE.match(line)
+    if key is None or len(key.group("key").split()) > _MAX_KEY_WORDS:
+        return None
+    if not line[key.end() :].strip() and (line_end == -1 or not text[line_end:end].strip()):
+        return None  # a label with nothing after it or under it heads no chunk
+    return _DIGITS.sub("#", key.group("key").lower())
+
+
+def _between(text: str, start: int, end: int, cuts: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+    """The stripped non-empty pieces of `text[start:end]` between the cuts; None where a piece between two
+    cuts is empty (an empty piece at either edge is the region's own margin)."""
+    bounds = [start, *(x for cut in cuts for x in cut), end]
+    pieces: list[tuple[int, int] | None] = []
+    for a, b in zip(bounds[::2], bounds[1::2], strict=True):
+        piece = text[a:b]
+        core = piece.strip()
+        if not core:
+            pieces.append(None)
+            continue
+        offset = a + len(piece) - len(piece.lstrip())
+        pieces.append((offset, offset + len(core)))
+    inner = pieces[1:-1]
+    if any(p is None for p in inner):
+        return None
+    return [p for p in pieces if p is not None]
+
+
+_SPLITS = (_by_separator_lines, _by_blank_runs, _by_opening_lines)
+"""From the coarsest mark to the finest; where two find chunks, they must agree."""
