@@ -8,7 +8,9 @@ It imports only the proxy's naming of the rotated files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import stat
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -60,37 +62,90 @@ class _Record(BaseModel):
 @dataclass(frozen=True, slots=True)
 class SinkRead:
     records: list[dict[str, Any]]
-    """Every well-formed record, oldest first, as written (a replay reads its `captured` part too)."""
+    """Every well-formed record, oldest first: as written (a replay reads its `captured` part too), or only the
+    fields the report reads (`read_sinks(..., whole=False)`)."""
     skipped: int
-    """Lines that are not a record the report can read: torn, not JSON, not of a record's shape."""
+    """Lines that are not a record the report can read: torn, not JSON, not of a record's shape, too long."""
 
 
-def read_sinks(paths: Sequence[Path]) -> SinkRead:
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest line read as a record; a longer one is skipped and counted. A record holds at most one captured body
+(shadow_max_body_bytes, 1 MiB by default) and its answers: this is far past any the proxy writes, and bounds what a
+torn or foreign file can make the reader hold at once."""
+
+
+def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
     """The records of every sink named (a file with its rotated files, or a folder of `*.jsonl` sinks), each
-    sink's oldest first. Lines are split on `\\n` only (a record's text can hold U+2028, U+2029 or U+0085, which
-    `str.splitlines` also splits on), each decoded on its own, so a torn byte or a malformed line costs that line
-    only."""
+    sink's oldest first. Read line by line (a line is split on `\n` only: a record's text can hold U+2028, U+2029
+    or U+0085, which `str.splitlines` also splits on), each decoded on its own, so a torn byte or a malformed line
+    costs that line only. Only regular files are read: a FIFO or a device named `*.jsonl` in a folder is passed
+    over (it would block the reader), and named on its own it is refused.
+
+    Memory: the records kept, plus the line being read (at most MAX_LINE_BYTES). With `whole=False` a record
+    keeps only the fields the report reads, a few hundred bytes per candidate, however large its captured request.
+
+    Raises:
+        ValueError: a path named that is neither a folder nor a regular file.
+        OSError: a file cannot be read.
+    """
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
     from proxy.shadow.sink import sink_files
 
-    files = []
+    files: list[Path] = []
     for path in paths:
-        sinks = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-        files += [file for sink in sinks for file in sink_files(sink)]
-    records, skipped = [], 0
+        if path.is_dir():
+            sinks = sorted(p for p in path.glob("*.jsonl") if _regular(p))
+        elif _regular(path):
+            sinks = [path]
+        else:
+            raise ValueError(f"{path}: not a regular file or a folder")
+        files += [file for sink in sinks for file in sink_files(sink) if _regular(file)]
+    records: list[dict[str, Any]] = []
+    skipped = 0
     for file in files:
-        for line in file.read_bytes().split(b"\n"):
+        for line in _lines(file):
+            if line is None:
+                skipped += 1
+                continue
             if not line.strip():
                 continue
             try:
-                record = json.loads(line.decode("utf-8"))
-                read = _Record.model_validate(record)
+                if whole:
+                    record = json.loads(line.decode("utf-8"))
+                    read = _Record.model_validate(record)
+                else:
+                    read = _Record.model_validate_json(line)
             except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, ValidationError
                 skipped += 1
                 continue
             # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
-            records.append({**record, **read.model_dump()})
+            records.append({**record, **read.model_dump()} if whole else read.model_dump())
     return SinkRead(records, skipped)
+
+
+def _regular(path: Path) -> bool:
+    """Whether `path` is a regular file (a symbolic link to one included), without opening it."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _lines(path: Path) -> Iterator[bytes | None]:
+    """The file's lines, without their `\n`; None for a line longer than MAX_LINE_BYTES (its bytes are read past,
+    never held). Opened without blocking and checked again once open, so a file swapped for a FIFO after the
+    folder was listed is refused rather than waited on."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        while line := file.readline(MAX_LINE_BYTES + 1):
+            if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+                yield line.removesuffix(b"\n")
+                continue
+            while (rest := file.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield None
 
 
 def read_sink(path: Path) -> SinkRead:

@@ -25,6 +25,9 @@ from eval.report.publish import finite
 from eval.sinks import read_sinks
 from eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
+BOOTSTRAP_BLOCK = 1_000_000
+"""Resampled values drawn at once (8 MB of indexes): what the bootstrap holds, however many records there are."""
+
 
 def ratio_estimate(values: Sequence[float], seed: int = 0) -> Estimate:
     """Mean of positive ratios with a percentile-bootstrap 95% interval (ratios are not bounded by 1)."""
@@ -32,7 +35,15 @@ def ratio_estimate(values: Sequence[float], seed: int = 0) -> Estimate:
     n = len(data)
     if n == 0:
         return Estimate(math.nan, 0, math.nan, math.nan, math.nan)
-    means = data[np.random.default_rng(seed).integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
+    # The resamples drawn a block at a time (the same draws, in the same order, as one (resamples, n) array): whole,
+    # they were 2,000 x n indexes and values at once, 600 MB for a sink of 18,600 records.
+    rng, block = np.random.default_rng(seed), max(1, BOOTSTRAP_BLOCK // n)
+    means = np.concatenate(
+        [
+            data[rng.integers(0, n, size=(min(block, BOOTSTRAP_RESAMPLES - start), n))].mean(axis=1)
+            for start in range(0, BOOTSTRAP_RESAMPLES, block)
+        ]
+    )
     stderr = float(np.std(data, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
     low, high = float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
     return Estimate(float(data.mean()), n, stderr, low, high)
@@ -127,7 +138,7 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
     Raises:
         ValueError: the sinks hold no record.
     """
-    read = read_sinks(sinks)
+    read = read_sinks(sinks, whole=False)  # the report reads no captured request: memory per record stays small
     names = ", ".join(f"`{s.name}`" for s in sinks)
     if not read.records:
         raise ValueError(f"no shadow records in {names} (or rotated files); {read.skipped} malformed lines skipped")
