@@ -204,9 +204,19 @@ class _AiohttpUpstream(AiohttpTransport):
             auto_decompress=False,
             compress=False,
             timeout=aiohttp.ClientTimeout(
-                sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+                sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=_acquire_bound(timeout)
             ),
         ).__aenter__()
+
+
+def _acquire_bound(timeout: dict[str, float | None]) -> float | None:
+    """aiohttp's `connect` bound: its wait for a free pooled connection and, when none is idle, the new one's whole
+    set-up (resolving, TCP, TLS) together. As the pool wait alone (0.5 s) it cut a 1 s handshake short of the
+    5 s connect timeout, a 502 the upstream did not cause. The proxy waits for a free slot itself, bounded by the
+    pool wait (`UpstreamClient.reserve`), so here the two add up: the slot, then the set-up; the TCP connect
+    alone stays bounded by `sock_connect`."""
+    pool, connect = timeout.get("pool"), timeout.get("connect")
+    return None if pool is None or connect is None else pool + connect
 
 
 class _FreshConnector(aiohttp.TCPConnector):

@@ -5,14 +5,17 @@ own 503, never an upstream timeout the upstream did not cause."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import httpx
+import pytest
 
 from proxy import Settings, create_app
+from proxy.upstream import transport
 from tests.fakes import FakeEmbedder, completion
-from tests.serving import UPSTREAM, chat
+from tests.serving import UPSTREAM, chat, raw_upstream
 
 UPSTREAM_SECONDS = 0.5
 
@@ -73,3 +76,28 @@ async def test_the_pool_wait_has_its_own_bound_far_below_the_upstream_timeout() 
 def test_the_pool_wait_is_a_setting_with_a_short_default() -> None:
     assert Settings(upstream_url=UPSTREAM).upstream_pool_wait == 10.0
     assert Settings.model_fields["upstream_pool_wait"].description
+
+
+async def test_the_pool_wait_does_not_bound_setting_up_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A connection whose set-up takes 1 s (a slow resolver here, the part of set-up a test can slow on loopback),
+    # with the pool wait at 0.5 s and the connect timeout at 5 s: the pool is free, so nothing waits for a slot.
+    async def slow_resolve(self: Any, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(1.0)
+        return await resolve(self, *args, **kwargs)
+
+    resolve = transport._FreshConnector._resolve_host
+    monkeypatch.setattr(transport._FreshConnector, "_resolve_host", slow_resolve)
+    body = json.dumps(completion()).encode()
+
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+
+    async with raw_upstream(answer) as (url, _):
+        settings = Settings(upstream_url=url, upstream_pool_wait=0.5, upstream_connect_timeout=5, max_retries=0)
+        app = create_app(settings, embedder=FakeEmbedder())
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy.test") as client:
+            response = await client.post("/v1/chat/completions", json=chat())
+        await app.state["proxy"].upstream.aclose()
+    assert response.status_code == 200, response.text
