@@ -32,6 +32,7 @@ from pathlib import Path
 
 from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
 from eval.sources import Sources
+from eval.tasks.chunks import CHUNKS, chunker
 from eval.tasks.fiction import Fact, invented_facts, paragraph
 from eval.tasks.litm import (
     Passage,
@@ -100,6 +101,7 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
             "litm-qa: distractors=squad reads SQuAD 2.0's dev file (squad-v2.0-dev.json); "
             "give the folder that holds it with --data"
         )
+    chunks = chunker(grid.seed, sources.squad) if CHUNKS.read(grid) == "paragraphs" else None
     generated = "easy" in regimes or "hard" in regimes
     oracle = _load(sources.qa_oracle) if sources.qa_oracle and generated else None
     cases: list[Case] = []
@@ -117,6 +119,8 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
             baselines: dict[str, QAExample] = {}
             for variant, examples in variants.items():
                 for position, (example, documents) in examples.items():
+                    if chunks is not None:
+                        documents = chunks.chunked(documents, example.answers)
                     chat = shape(example.question, documents)
                     cases.append(_case(variant, size, position, sample, chat, example.answers))
                 first, _ = next(iter(examples.values()))
@@ -124,8 +128,16 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
                 # Named `closed-book` when the question is standard's, `hard-squad closed-book` when it is its own.
                 baselines.setdefault("" if shares else f"{variant} ", first)
             for prefix, example in baselines.items():
-                cases += _baselines(prefix, size, sample, shape(example.question, [example.gold]), example)
-    return cases, _notes(grid, sources, regimes)
+                gold = chunks.chunked([example.gold], example.answers) if chunks is not None else [example.gold]
+                cases += _baselines(prefix, size, sample, shape(example.question, gold), example)
+    notes = _notes(grid, sources, regimes)
+    if chunks is not None:
+        notes.append(
+            "litm-qa: chunks=paragraphs: each document is the first 1,000-character chunk LangChain's "
+            "RecursiveCharacterTextSplitter cuts from its passage followed by SQuAD 2.0 dev paragraphs that hold "
+            "none of the answers (two or three paragraphs, blank lines between them)."
+        )
+    return cases, notes
 
 
 def _notes(grid: Grid, sources: Sources, regimes: list[str]) -> list[str]:
@@ -268,5 +280,5 @@ TASK = Task(
         "full": Grid((10, 20, 30), (), 100),
     },
     lambda grid, context: build(grid, context.sources),
-    (PROMPT, REGIMES),
+    (PROMPT, REGIMES, CHUNKS),
 )

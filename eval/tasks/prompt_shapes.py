@@ -6,6 +6,7 @@ question-answering chain renders them, so that a team measures lift on the shape
 |---|---|---|
 | `paper` | nothing: Lost in the Middle's prompt, one user message | `Document [i](Title: t) text` lines |
 | `langchain-stuff` | `create_stuff_documents_chain`, the LangChain docs' RAG prompt | texts joined by a blank line |
+| `langchain-stuff-separated` | the same, with `document_separator="\\n\\n---\\n\\n"` | texts joined by a `---` line |
 | `langchain-retrievalqa` | `RetrievalQA` (chain type `stuff`) with a chat model | texts joined by a blank line |
 | `llamaindex` | a query engine's default chat text-QA prompt | `title: t`, a blank line, the text |
 | `dspy` | `dspy.Predict("context, question -> answer")` through `ChatAdapter` | `[i] «text»` |
@@ -44,6 +45,8 @@ LANGCHAIN_RETRIEVALQA_SYSTEM = (
 # langchain_classic/chains/combine_documents/base.py: DEFAULT_DOCUMENT_PROMPT ("{page_content}") and
 # DEFAULT_DOCUMENT_SEPARATOR, the stuff chains' defaults.
 LANGCHAIN_DOCUMENT_SEPARATOR = "\n\n"
+LANGCHAIN_RULE_SEPARATOR = "\n\n---\n\n"
+"""A `document_separator` an app passes so that chunks holding paragraphs stay apart (README, known limits)."""
 
 # llama_index/core/prompts/chat_prompts.py: TEXT_QA_SYSTEM_PROMPT and the user message of CHAT_TEXT_QA_PROMPT.
 LLAMAINDEX_SYSTEM = (
@@ -115,6 +118,11 @@ def _langchain_stuff(question: str, documents: Sequence[Passage]) -> Chat:
     return Chat(LANGCHAIN_RAG_SYSTEM.format(context=context), question)
 
 
+def _langchain_stuff_separated(question: str, documents: Sequence[Passage]) -> Chat:
+    context = LANGCHAIN_RULE_SEPARATOR.join(d.text for d in documents)
+    return Chat(LANGCHAIN_RAG_SYSTEM.format(context=context), question)
+
+
 def _langchain_retrievalqa(question: str, documents: Sequence[Passage]) -> Chat:
     context = LANGCHAIN_DOCUMENT_SEPARATOR.join(d.text for d in documents)
     return Chat(LANGCHAIN_RETRIEVALQA_SYSTEM.format(context=context), question)
@@ -155,6 +163,7 @@ def _dspy_blob(text: str) -> str:
 SHAPES: dict[str, Shape] = {
     PAPER: _paper,
     "langchain-stuff": _langchain_stuff,
+    "langchain-stuff-separated": _langchain_stuff_separated,
     "langchain-retrievalqa": _langchain_retrievalqa,
     "llamaindex": _llamaindex,
     "dspy": _dspy,

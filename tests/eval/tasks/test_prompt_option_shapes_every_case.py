@@ -69,7 +69,7 @@ def test_a_system_message_changes_the_prompt_hash_and_a_prompt_alone_keeps_its_o
 
 
 def test_an_unknown_shape_is_refused_with_the_choices() -> None:
-    choices = "paper, langchain-stuff, langchain-retrievalqa, llamaindex, dspy"
+    choices = "paper, langchain-stuff, langchain-stuff-separated, langchain-retrievalqa, llamaindex, dspy"
     with pytest.raises(ValueError, match=f"unknown prompt shape; choose {choices}$"):
         make_plan("quick", options=["litm-qa.prompt=langchain"])
     with pytest.raises(ValueError, match="litm-kv has no option 'prompt'"):

@@ -135,6 +135,14 @@ def langchain_stuff(question: str, documents: list[Passage]) -> Messages:
     return _openai(model.calls)
 
 
+def langchain_stuff_separated(question: str, documents: list[Passage]) -> Messages:
+    model = RecordingChatModel()
+    prompt = ChatPromptTemplate.from_messages([("system", LANGCHAIN_RAG_SYSTEM), ("human", "{input}")])
+    chain = create_stuff_documents_chain(model, prompt, document_separator="\n\n---\n\n")
+    chain.invoke({"context": langchain_documents(documents), "input": question})
+    return _openai(model.calls)
+
+
 def langchain_retrievalqa(question: str, documents: list[Passage]) -> Messages:
     model = RecordingChatModel()
     retriever = FixedRetriever(documents=langchain_documents(documents))
@@ -161,6 +169,7 @@ def dspy_chat(question: str, documents: list[Passage]) -> Messages:
 
 FRAMEWORKS = {
     "langchain-stuff": langchain_stuff,
+    "langchain-stuff-separated": langchain_stuff_separated,
     "langchain-retrievalqa": langchain_retrievalqa,
     "llamaindex": llamaindex,
     "dspy": dspy_chat,

@@ -76,8 +76,10 @@ def test_detection_outcomes_are_counted_by_shape_or_reason(make_client: Any, fak
     client = make_client(document_formats=[{"name": "kb", "start": "<kb>", "separator": "%%"}])
     reorder = {"X-Context-Strategy": "reorder"}
     client.post("/v1/chat/completions", json=WITH_DOCS, headers=reorder)
-    fenced = "Context:\nParis is in France.\n\nBerlin is in Germany.\n\nQuestion: Where is Berlin?"
-    client.post("/v1/chat/completions", json=chat(fenced), headers=reorder)
+    separated = "Context:\nParis is in France.\n---\nBerlin is in Germany.\n\nQuestion: Where is Berlin?"
+    client.post("/v1/chat/completions", json=chat(separated), headers=reorder)
+    paragraphs = "Context:\nParis is in France.\n\nBerlin is in Germany.\n\nQuestion: Where is Berlin?"
+    client.post("/v1/chat/completions", json=chat(paragraphs), headers=reorder)
     client.post("/v1/chat/completions", json=chat("<kb>a%%b\nWhich?"), headers=reorder)
     client.post("/v1/chat/completions", json=chat("Tell me a joke."), headers=reorder)
     client.post("/v1/chat/completions", json=chat())
@@ -89,7 +91,8 @@ def test_detection_outcomes_are_counted_by_shape_or_reason(make_client: Any, fak
     }
     assert found == {
         "litm": 1,
-        "paragraphs": 1,
+        "separated": 1,
+        "none: ambiguous-chunks": 1,
         "declared": 1,
         "none: no-context-region": 1,
         "none: not-requested": 1,
