@@ -36,7 +36,7 @@ from proxy.errors import (
     UpstreamStatusError,
 )
 from proxy.observability.telemetry import ServerSpanMiddleware
-from proxy.policy import BUILT_IN, PolicyError, load_policy
+from proxy.policy import BUILT_IN, PolicyError, PolicyMissing, load_policy
 from proxy.remote_rankers import ServiceRanker, build_rankers
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
@@ -127,6 +127,12 @@ def create_app(
     policy_seen = _mtime(Path(settings.policy_file)) if settings.policy_file != BUILT_IN else None
     try:
         state.policy = load_policy(settings.policy_file, state.resolve, settings.policy_max_bytes)
+    except PolicyMissing:
+        # The loop's first run: shadow measures, `contextlift policy` writes the file, the watcher picks it up.
+        log.warning(
+            "policy file not written yet: auto applies the built-in policy until it is", path=settings.policy_file
+        )
+        state.policy = load_policy(BUILT_IN, state.resolve)
     except PolicyError as error:
         raise SettingsError(str(error)) from None
     for model, text in settings.default_strategies.items():
@@ -142,7 +148,15 @@ def create_app(
         state.tokenizer.count("warm-up")  # load the encoding now, not inside the first request
         _freeze_startup_objects(settings)
         loading = asyncio.create_task(_load_embedder(state, real_embedder, settings)) if real_embedder else None
-        log.info("proxy started", upstream=upstream.base_url, strategies=state.registry.names())
+        log.info(
+            "proxy started",
+            upstream=upstream.base_url,
+            strategies=state.registry.names(),
+            policy=state.policy.source,
+            policy_rules=len(state.policy.rules),
+            rankers=sorted(rankers),
+            default_ranker=settings.default_ranker,
+        )
         if state.shadow is not None:
             state.shadow.start()
         watching = asyncio.create_task(_watch_policy(state, policy_seen)) if settings.policy_file != BUILT_IN else None

@@ -44,6 +44,10 @@ class PolicyError(Exception):
     """A policy file that cannot be read, parsed or resolved; the policy in force stays."""
 
 
+class PolicyMissing(PolicyError):
+    """No file at the policy path (yet): at start-up the proxy applies the built-in policy until one is written."""
+
+
 class Evidence(BaseModel):
     """What a rule was chosen on: the paired lift over `none` and its 95% interval, from one report."""
 
@@ -191,6 +195,7 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
     Blocking (file I/O, parsing): call it from a worker thread once the proxy serves.
 
     Raises:
+        PolicyMissing: no file at `path`.
         PolicyError: not a regular file, larger than `max_bytes`, unreadable, not TOML (nested past the parser's
             recursion limit included), empty of any setting (blank or comments only: a torn write, not a policy
             of no rules, which says `version = 1`), not a policy, or a rule whose pipeline does not resolve.
@@ -209,6 +214,8 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
             raise PolicyError(f"policy {path}: holds no setting (empty, or only comments); a policy of no rules "
                               "is written `version = 1`")  # fmt: skip
         parsed = PolicyFile.model_validate(document)
+    except FileNotFoundError:
+        raise PolicyMissing(f"policy {path}: no such file") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
         raise PolicyError(f"policy {path}: {error}") from None
     except RecursionError:

@@ -174,3 +174,26 @@ def test_a_bad_reload_keeps_the_policy_in_force_and_a_good_one_replaces_it(
     refused = [line for line in client.get("/metrics").text.splitlines() if 'reloads_total{outcome="refused"}' in line]
     # Refused once by the call above, and once more if the watcher saw the broken file before it was replaced.
     assert float(refused[0].rsplit(" ", 1)[1]) >= 1
+
+
+def test_a_policy_file_not_written_yet_starts_on_the_built_in_one_and_is_picked_up_once_written(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.toml"
+    client = make_client(policy_file=str(path), policy_poll_seconds=0.05)
+    before = client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "auto"})
+    assert before.status_code == 200
+    assert before.headers["x-context-policy"].endswith("policy=built-in")
+    path.write_text(policy_text(rule("written-later", formats=["litm"])))
+    deadline = time.monotonic() + 10
+    state = client.app.state["proxy"]
+    while [r.id for r, _ in state.policy.rules] != ["written-later"]:
+        assert time.monotonic() < deadline, "the file written after start-up was not picked up"
+        time.sleep(0.05)
+    after = client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "auto"})
+    assert after.headers["x-context-policy"].startswith("rule=written-later")
+
+
+def test_a_policy_path_that_is_not_a_file_still_stops_the_start(make_client: Any, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="Is a directory"):
+        make_client(policy_file=str(tmp_path))
