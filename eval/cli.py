@@ -126,9 +126,17 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
     except (OSError, ValueError) as error:
         print(f"contextlift shadow-report: {error}", file=sys.stderr)
         return 2
-    share = summary["position_sensitive"]
-    print(f"{summary['requests']} requests; position-sensitive {share.value:.3f} [{share.low:.3f}, {share.high:.3f}]"
-          f"; {summary['skipped']} malformed lines skipped")  # fmt: skip
+    share, samples = summary["position_sensitive"], summary["samples"]
+    if samples is not None:
+        lost = ", ".join(f"{v['count']} {outcome}" for outcome, v in samples["lost"].items())
+        pending = f", {samples['pending']} pending" if samples["pending"] else ""
+        print(f"{samples['sampled']} sampled, {samples['evaluated']} evaluated{pending}"
+              + (f"; not evaluated: {lost}" if lost else ""))  # fmt: skip
+        for outcome, v in samples["lost"].items():
+            print(f"  {outcome}: {v['why']}")
+    interval = f"[{share.low:.3f}, {share.high:.3f}]"
+    print(f"{summary['requests']} evaluated requests; position-sensitive {share.value:.3f} {interval}; "
+          f"{summary['skipped']} malformed lines skipped")  # fmt: skip
     for group in summary["probes"]:
         held = [row["strategy"] for row in group["lift"] if row["significant"]]
         print(f"probes {group['model'] or '(no model)'} / {group['format']}: {group['probes']} probes; lift holds for "

@@ -11,7 +11,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +59,22 @@ class _Record(BaseModel):
     seconds: float = 0.0
 
 
+class _Tally(BaseModel):
+    """A `shadow-tally` line (proxy.shadow.tally): what became of every sample one process drew, so far."""
+
+    kind: Literal["shadow-tally"]
+    run: str
+    time: str = ""
+    sampled: int
+    outcomes: dict[str, int]
+    planned_calls: int = 0
+    limits: dict[str, float] = {}
+
+
+_TALLY_OPENING = b'{"kind":"shadow-tally"'
+"""How the proxy's sink writes a tally line (compact JSON, `kind` first); a record of a sample has no `kind`."""
+
+
 @dataclass(frozen=True, slots=True)
 class SinkRead:
     records: list[dict[str, Any]]
@@ -66,6 +82,8 @@ class SinkRead:
     fields the report reads (`read_sinks(..., whole=False)`)."""
     skipped: int
     """Lines that are not a record the report can read: torn, not JSON, not of a record's shape, too long."""
+    tallies: list[dict[str, Any]] = field(default_factory=list)
+    """Each process's latest tally (what became of every sample it drew), one per `run`."""
 
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -101,6 +119,7 @@ def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
             raise ValueError(f"{path}: not a regular file or a folder")
         files += [file for sink in sinks for file in sink_files(sink) if _regular(file)]
     records: list[dict[str, Any]] = []
+    tallies: dict[str, dict[str, Any]] = {}
     skipped = 0
     for file in files:
         for line in _lines(file):
@@ -108,6 +127,14 @@ def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
                 skipped += 1
                 continue
             if not line.strip():
+                continue
+            if line.startswith(_TALLY_OPENING):
+                try:
+                    tally = _Tally.model_validate_json(line).model_dump()
+                except (ValueError, RecursionError):
+                    skipped += 1
+                    continue
+                tallies[tally["run"]] = tally  # cumulative: a run's later line replaces its earlier one
                 continue
             try:
                 if whole:
@@ -120,7 +147,7 @@ def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
                 continue
             # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
             records.append({**record, **read.model_dump()} if whole else read.model_dump())
-    return SinkRead(records, skipped)
+    return SinkRead(records, skipped, list(tallies.values()))
 
 
 def _regular(path: Path) -> bool:

@@ -330,9 +330,10 @@ class Settings(BaseSettings):
     shadow_use_client_key: bool = Field(
         False,
         description="Without an operator key (upstream_api_key), let shadow calls carry the sampled client's own "
-        "credentials: each sampled request then costs that client about four more upstream calls, billed to it. "
-        "Off: without an operator key shadow evaluation runs nothing, and each drawn sample is counted as "
-        "skipped (contextlift_shadow_samples, outcome skipped-no-key).",
+        "credentials: each sampled request then costs that client about four more upstream calls (ten with "
+        "probes), billed to it. Off: without an operator key shadow evaluation runs nothing, and each drawn sample "
+        "is counted as skipped (contextlift_shadow_samples, outcome skipped-no-key), unless the upstream is on this "
+        "machine (localhost, a loopback address), which bills no one per call.",
     )
     shadow_probes: bool = Field(
         False,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,17 +85,64 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def sample_counts(tallies: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """What became of every sample the proxies drew, from their tallies (each run's latest, added up): sampled,
+    evaluated, still pending, and the rest by reason with why. None for sinks written before tallies were."""
+    if not tallies:
+        return None
+    from proxy.shadow.tally import DROPPED, why  # the proxy's own reasons, imported here as eval.sinks does
+
+    outcomes: Counter[str] = Counter()
+    for tally in tallies:
+        outcomes.update(tally["outcomes"])
+    sampled = sum(int(t["sampled"]) for t in tallies)
+    planned = max(int(t.get("planned_calls", 0)) for t in tallies)
+    limits = max(tallies, key=lambda t: str(t.get("time", "")))["limits"]
+    order = [*DROPPED, *sorted(set(outcomes) - {*DROPPED, "evaluated"})]
+    lost = {o: {"count": outcomes[o], "why": why(o, limits, planned)} for o in order if outcomes[o]}
+    return {
+        "sampled": sampled,
+        "evaluated": outcomes["evaluated"],
+        "pending": max(0, sampled - outcomes.total()),
+        "lost": lost,
+        "planned_calls": planned,
+        "limits": limits,
+    }
+
+
+def _sample_lines(counts: dict[str, Any] | None, records: int) -> list[str]:
+    if counts is None:
+        return [f"{records} evaluated samples; how many were drawn and dropped is not in these sinks (written by "
+                "a proxy older than its tallies).", ""]  # fmt: skip
+    lost = sum(v["count"] for v in counts["lost"].values())
+    lines = [
+        f"**{counts['sampled']} sampled, {counts['evaluated']} evaluated, {lost} not evaluated"
+        + (f", {counts['pending']} still pending" if counts["pending"] else "")
+        + f"**; {records} records in the sinks.",
+    ]
+    if counts["lost"]:
+        lines += ["", "| not evaluated | samples | why |", "|---|---|---|"]
+        lines += [f"| {outcome} | {v['count']} | {v['why']} |" for outcome, v in counts["lost"].items()]
+    return [*lines, ""]
+
+
 def render_markdown(
-    records: Sequence[dict[str, Any]], source: str, skipped: int = 0, probes: Sequence[str] = ()
+    records: Sequence[dict[str, Any]],
+    source: str,
+    skipped: int = 0,
+    probes: Sequence[str] = (),
+    tallies: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The report's text; `probes` is the positional-probe section's lines (eval.report.probes)."""
+    """The report's text; `probes` is the positional-probe section's lines (eval.report.probes), `tallies` the
+    sinks' (eval.sinks.SinkRead.tallies): what became of every sample, which the report leads with."""
     summary = summarise(records)
     times = sorted(str(r.get("time", "")) for r in records)
     span = f"{times[0]} to {times[-1]}" if times else "no records"
     lines = [
         "# Shadow evaluation",
         "",
-        f"{summary['requests']} sampled requests from {source}, {span}"
+        *_sample_lines(sample_counts(tallies), len(records)),
+        f"{summary['requests']} evaluated requests from {source}, {span}"
         + (f"; {skipped} malformed lines skipped" if skipped else "")
         + ". Without ground truth: an answer *agrees* when it equals the served one after normalisation or its "
         "embedding is within cosine 0.75 of it.",
@@ -136,22 +183,27 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
     returns the summary, with the probe groups under `probes`.
 
     Raises:
-        ValueError: the sinks hold no record.
+        ValueError: the sinks hold no record and no tally.
     """
     read = read_sinks(sinks, whole=False)  # the report reads no captured request: memory per record stays small
     names = ", ".join(f"`{s.name}`" for s in sinks)
-    if not read.records:
+    if not read.records and not read.tallies:
         raise ValueError(f"no shadow records in {names} (or rotated files); {read.skipped} malformed lines skipped")
     out.mkdir(parents=True, exist_ok=True)
     groups = probe_groups(read.records)
-    markdown = render_markdown(read.records, names, read.skipped, probe_section(groups, out))
+    markdown = render_markdown(read.records, names, read.skipped, probe_section(groups, out), read.tallies)
     (out / "report.md").write_text(markdown, encoding="utf-8")
     (out / "report.html").write_text(render_html(markdown, out), encoding="utf-8")
     if groups:
         written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": [str(s) for s in sinks],
                    "groups": groups}  # fmt: skip
         (out / PROBES_FILE).write_text(json.dumps(finite(written), indent=1, allow_nan=False) + "\n")
-    return {**summarise(read.records), "skipped": read.skipped, "probes": groups}
+    return {
+        **summarise(read.records),
+        "skipped": read.skipped,
+        "probes": groups,
+        "samples": sample_counts(read.tallies),
+    }
 
 
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

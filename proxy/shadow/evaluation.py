@@ -29,9 +29,11 @@ from proxy import json_text
 from proxy.errors import UpstreamError
 from proxy.observability.metrics import ProxyMetrics
 from proxy.policy import detected_format
+from proxy.shadow.budget import ShadowBudget
 from proxy.shadow.case import ShadowAnswer, ShadowCase
 from proxy.shadow.probes import ProbePlan, captured_probe, observe_probe, plan_probe, probe_record, run_probe
 from proxy.shadow.sink import ShadowSink
+from proxy.shadow.tally import WRITE_SECONDS, ShadowTally, TallyLimits
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.key_guard import credential_guards
 from proxy.upstream.request import RequestUpstream
@@ -46,40 +48,6 @@ _NOT_FOR_SHADOW = ("stream", "stream_options", "n")
 """A shadow call wants one whole answer to compare."""
 _STRATEGY_FIELD = "context_strategy"
 """The body field selecting strategies (`proxy.state.STRATEGY_FIELD`), which serving consumed and never sent."""
-
-
-class ShadowBudget:
-    """Shadow calls and tokens per minute. A sample reserves its calls and an estimate of its tokens before it
-    runs (so concurrent workers cannot all pass the same check), the estimate is corrected once it has run, and
-    what a sample overspent is carried into the next minute as debt rather than forgotten."""
-
-    def __init__(self, calls_per_minute: int, tokens_per_minute: int, clock: Callable[[], float] = time.monotonic):
-        self._calls_limit = calls_per_minute
-        self._tokens_limit = tokens_per_minute
-        self._clock = clock
-        self._window = -1
-        self._calls = 0
-        self._tokens = 0
-
-    def take(self, calls: int, tokens: int) -> bool:
-        """Reserve `calls` and `tokens` in this minute, if both fit."""
-        self._roll()
-        if self._calls + calls > self._calls_limit or self._tokens + tokens > self._tokens_limit:
-            return False
-        self._calls += calls
-        self._tokens += tokens
-        return True
-
-    def correct(self, reserved: int, spent: int) -> None:
-        """The sample spent `spent` tokens where it reserved `reserved`."""
-        self._roll()
-        self._tokens += spent - reserved
-
-    def _roll(self) -> None:
-        window = int(self._clock() // 60)
-        if window != self._window:
-            self._window, self._calls = window, 0
-            self._tokens = max(0, self._tokens - self._tokens_limit)  # the overspend carries over
 
 
 class Shadow:
@@ -126,14 +94,17 @@ class Shadow:
         self._tasks: list[asyncio.Task[None]] = []
         self.records = 0
         """Records written (or counted, without a sink) so far."""
+        self.tally = ShadowTally(TallyLimits(budget.calls_per_minute, budget.tokens_per_minute, queue_size))
+        """What became of every drawn sample: written to the sink and logged, rate-limited."""
 
     def sampled(self) -> bool:
         """Whether the request now arriving is sampled. Without leave to call (no operator key, and the client's
         own key not to be spent: `shadow_use_client_key`), a drawn sample is counted as skipped, nothing kept."""
         if not (self.rate > 0 and self._sampler.random() < self.rate):
             return False
+        self.tally.draw()
         if not self._may_call:
-            self._metrics.shadow_samples.labels("skipped-no-key").inc()
+            self._count("skipped-no-key")
             return False
         return True
 
@@ -141,27 +112,51 @@ class Shadow:
         """Queue a served request for evaluation; never blocks, never raises."""
         if status != 200 or case.unusable or not case.answer.strip():
             # No answer to compare: an error, an answer this could not read, or one without text (tool calls).
-            self._metrics.shadow_samples.labels("not-served").inc()
+            self._count("not-served")
             return
         try:
             self._queue.put_nowait((case, calls, tokens, seconds))
         except asyncio.QueueFull:
-            self._metrics.shadow_samples.labels("dropped-queue").inc()
+            self._count("dropped-queue")
             return
         self._metrics.shadow_pending.inc()
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._work(), name=f"shadow-{i}") for i in range(self._workers)]
+        self._tasks.append(asyncio.create_task(self._tell(), name="shadow-tally"))
 
     async def aclose(self) -> None:
-        """Cancel the work in progress and drop what is queued (shutdown must not wait for the upstream)."""
+        """Cancel the work in progress and drop what is queued (shutdown must not wait for the upstream); the
+        last tally is written and logged."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         await self._upstream.aclose()
+        await self.write_tally()
+        self.tally.log_if_due(now=True)
         if self._sink is not None:
             self._sink.close()
+
+    def _count(self, outcome: str) -> None:
+        self._metrics.shadow_samples.labels(outcome).inc()
+        self.tally.count(outcome)
+
+    async def write_tally(self) -> None:
+        """Write the tally to the sink now, if it changed (the reporter does every WRITE_SECONDS)."""
+        line = self.tally.record()
+        if line is None or self._sink is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self._sink.write, line)
+        except OSError as error:
+            log.warning("shadow tally not written", sink=str(self._sink.path), errno=error.errno)
+
+    async def _tell(self) -> None:
+        while True:
+            await asyncio.sleep(WRITE_SECONDS)
+            await self.write_tally()
+            self.tally.log_if_due()
 
     async def join(self) -> None:
         """Wait until everything queued has been evaluated (tests, and the end-to-end replay)."""
@@ -175,7 +170,7 @@ class Shadow:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a shadow failure is logged and counted, never the client's problem
-                self._metrics.shadow_samples.labels("failed").inc()
+                self._count("failed")
                 log.warning("shadow evaluation failed", error=f"{type(error).__name__}: {error}")
             finally:
                 self._queue.task_done()
@@ -184,7 +179,7 @@ class Shadow:
     async def _evaluate(self, case: ShadowCase, served_calls: int, served_tokens: int, served_seconds: float) -> None:
         found = await self._documents(case)
         if found is None or not found.documents:
-            self._metrics.shadow_samples.labels("no-documents").inc()
+            self._count("no-documents")
             return
         body = found.body
         request = replace(found, body={k: v for k, v in found.body.items() if k not in _NOT_FOR_SHADOW})
@@ -199,10 +194,11 @@ class Shadow:
                 plan_probe, request, case.served, self.candidates, seed, self._probe_min_documents
             )
             planned += probe.calls if probe is not None else 0
+        self.tally.plan(planned)
         # The served request's own tokens per call are the best estimate of a shadow call's.
         estimate = planned * max(1, served_tokens // max(1, served_calls))
         if not self._budget.take(planned, estimate):
-            self._metrics.shadow_samples.labels("dropped-budget").inc()
+            self._count("dropped-budget")
             return
         runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in self.candidates]
         # The control: the served pipeline again, documents in their order, rendered as the reorders are. A served
@@ -230,12 +226,12 @@ class Shadow:
             try:
                 await anyio.to_thread.run_sync(self._sink.write, record)
             except OSError as error:  # a full disk: said without the record (users' content), and not evaluated
-                self._metrics.shadow_samples.labels("sink-failed").inc()
+                self._count("sink-failed")
                 log.warning("shadow record not written", sink=str(self._sink.path), errno=error.errno,
                             error=type(error).__name__)  # fmt: skip
                 return
         self.records += 1
-        self._metrics.shadow_samples.labels("evaluated").inc()
+        self._count("evaluated")
 
     async def _documents(self, case: ShadowCase) -> ChatRequest | None:
         """The request parsed from its bytes again, its documents found as serving looked for them, off the event

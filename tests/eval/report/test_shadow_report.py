@@ -45,19 +45,23 @@ def sink(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> Path:
     for question in ("which comes first?", "which is first?", "which is third?", "what topic is it?"):
         assert client.post("/v1/chat/completions", json=body(question)).status_code == 200
         client.blocking_portal.call(client.app.state["proxy"].shadow.join)
+    client.blocking_portal.call(client.app.state["proxy"].shadow.write_tally)
     return path
 
 
 def test_the_report_counts_what_the_upstream_did(
     sink: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    capsys.readouterr()  # the proxy's own log lines
     assert main(["shadow-report", str(sink), "--out", str(tmp_path / "report")]) == 0
-    assert "4 requests; position-sensitive 0.500" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("4 sampled, 4 evaluated\n")
+    assert "4 evaluated requests; position-sensitive 0.500" in out
     report = (tmp_path / "report" / "report.md").read_text()
     assert "| position-sensitive | 0.500 |" in report
     assert "`reorder; order=descending`" in report
     assert (tmp_path / "report" / "report.html").read_text().startswith("<!doctype html>")
-    records = [json.loads(line) for line in sink.read_text().splitlines()]
+    records = [record for line in sink.read_text().splitlines() if "kind" not in (record := json.loads(line))]
     summary = summarise(records)
     # Every shadow call is one call, as the served one was: the cost ratio is exactly 1.
     assert summary["candidates"]["reorder; order=descending"]["calls_ratio"].value == 1.0
@@ -82,6 +86,6 @@ def test_malformed_lines_are_skipped_and_counted_never_a_traceback(
         file.write(b'{"candidates":[],"model":"\xe2\x80"}\n')  # a torn UTF-8 character
         file.write(b"[1, 2]\n")
     assert main(["shadow-report", str(sink), "--out", str(tmp_path / "report")]) == 0
-    assert "5 requests; position-sensitive" in capsys.readouterr().out
+    assert "5 evaluated requests; position-sensitive" in capsys.readouterr().out
     report = (tmp_path / "report" / "report.md").read_text()
     assert "4 malformed lines skipped" in report

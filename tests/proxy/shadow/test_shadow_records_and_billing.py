@@ -36,6 +36,17 @@ def test_without_an_operator_key_a_sample_is_skipped_and_counted_not_billed_to_t
     assert shadow_of(on).records == 0
 
 
+@pytest.mark.parametrize("local", ["http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"])
+def test_a_local_upstream_is_sampled_without_a_key_as_it_bills_no_one(
+    make_client: Any, fake: FakeUpstream, local: str
+) -> None:
+    on = make_client(upstream_url=local, shadow_rate=1.0, shadow_strategies=["reorder"])
+    on.post("/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {CLIENT_KEY}"})
+    settle(on)
+    assert shadow_of(on).records == 1
+    assert metric(on, "contextlift_shadow_samples_total", outcome="skipped-no-key") == 0
+
+
 def test_with_an_operator_key_shadow_runs_on_it(make_client: Any, fake: FakeUpstream) -> None:
     on = make_client(shadow_rate=1.0, shadow_strategies=["reorder"], upstream_api_key="sk-operator-1234567890")
     on.post("/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {CLIENT_KEY}"})
