@@ -187,7 +187,18 @@ class Policy:
                     if e.correction is not None:
                         header += f"; correction={e.correction}"
                 return Choice(pipeline, rule.id, header)
-        return Choice(Pipeline(), "none", f"none; reason=no-rule-matched; policy={self.source}")
+        return Choice(
+            Pipeline(), "none", f"none; reason=no-rule-matched{self._nearest(features)}; policy={self.source}"
+        )
+
+    def _nearest(self, features: RequestFeatures) -> str:
+        """`; nearest=ID; failed=...`: the rule that missed on the fewest conditions (the first of those), and each
+        condition it missed on with the request's value, so a miss can be told from the response alone."""
+        misses = [(_misses(rule, features), rule.id) for rule, _ in self.rules]
+        if not misses:
+            return ""
+        failed, rule_id = min(misses, key=lambda m: len(m[0]))
+        return f"; nearest={rule_id}; failed={', '.join(failed)}"
 
 
 def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_bytes: int = MAX_BYTES) -> Policy:
@@ -253,6 +264,33 @@ def _read_regular(path: Path, max_bytes: int) -> str:
 def example_policy() -> str:
     """A small valid policy file with comments (`contextlift policy --example`)."""
     return resources.files("proxy.policies").joinpath("example.toml").read_text()
+
+
+def _misses(rule: Rule, features: RequestFeatures) -> list[str]:
+    """Each condition of `rule` the request fails, as `X-Context-Policy` says it (printable ASCII: what came from
+    the request or the file is the detected format, numbers, or left out, as the model is)."""
+    failed = []
+    if not fnmatch.fnmatchcase(features.model or "", rule.model):
+        failed.append("model")
+    for name, bounds, value in (
+        ("documents", rule.documents, features.documents),
+        ("document_tokens", rule.document_tokens, features.document_tokens),
+    ):
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            failed.append(f"{name} {value} not in [{bounds[0]}, {bounds[1]}]")
+    if rule.formats is not None and features.format not in rule.formats:
+        listed = ", ".join(quote(f, safe=" -_.:") for f in rule.formats)
+        failed.append(f"format {quote(features.format, safe=' -_.:')} not in [{listed}]")
+    if rule.ranker_margin is not None:
+        margin = features.margins.get(rule.margin_ranker)
+        low, high = rule.ranker_margin
+        if margin is None:
+            failed.append("ranker_margin not known (fewer than two documents ranked)")
+        elif not low <= margin <= high:
+            failed.append(f"ranker_margin {margin:.3f} not in [{low:g}, {high:g}]")
+    if rule.stream is not None and rule.stream != features.stream:
+        failed.append(f"stream {str(features.stream).lower()}")
+    return failed
 
 
 def _matches(rule: Rule, features: RequestFeatures, *, margin: bool = True) -> bool:

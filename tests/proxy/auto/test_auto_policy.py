@@ -72,7 +72,23 @@ def test_rules_are_tried_in_order_and_no_match_says_so(tmp_path: Path) -> None:
     assert policy.choose(features(documents=10)).rule == "large"
     none = policy.choose(features(documents=500))
     assert (none.rule, none.pipeline) == ("none", Pipeline())
-    assert none.header == "none; reason=no-rule-matched; policy=policy.toml"
+    assert none.header == (
+        "none; reason=no-rule-matched; nearest=small; failed=documents 500 not in [0, 4]; policy=policy.toml"
+    )
+
+
+def test_a_miss_names_the_nearest_rule_and_each_condition_it_failed(tmp_path: Path) -> None:
+    policy = loaded(
+        tmp_path,
+        rule("far", model="llama-*", documents=[9, 9], document_tokens=[0, 10], formats=["litm"]),
+        rule("probe", documents=[9, 9], formats=["litm"], stream=False),
+    )
+    header = policy.choose(features(documents=6, format="paragraphs", stream=True)).header
+    assert header == (
+        "none; reason=no-rule-matched; nearest=probe; failed=documents 6 not in [9, 9], format paragraphs not in "
+        "[litm], stream true; policy=policy.toml"
+    )
+    assert "nearest=" not in loaded(tmp_path).choose(features()).header  # no rules: nothing to be near
 
 
 @pytest.mark.parametrize(
