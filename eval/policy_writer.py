@@ -269,12 +269,15 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
             continue
         row = max(qualified, key=lambda r: (r["value"], r["ci95"][0]))
         date = str(group["last"])[:10] or "unknown"
+        low, high = int(group["documents"][0]), int(group["documents"][1])
         out += [
             f"{where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
+            f"documents [{low}, {high}]: the document counts the probes were built from; a request with more or fewer",
+            "is not matched (X-Context-Policy names the condition it failed). Widen it here to apply the rule there.",
             {
                 "id": _unique("probe-" + (model or "any") + "-" + fmt, ids),
                 "model": _literal_glob(model) if model else "*",
-                "documents": [int(group["documents"][0]), int(group["documents"][1])],
+                "documents": [low, high],
                 "formats": [fmt],
                 "strategy": str(row["strategy"]),
                 "evidence": _evidence(
@@ -301,15 +304,23 @@ def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) ->
 
 
 def _closest(rows: list[dict[str, Any]]) -> list[Entry]:
-    """The comment line naming the candidate closest to holding, if any."""
-    closest = min(rows, key=lambda r: (r.get("p_holm", 1.0), -r["value"]), default=None)
-    if closest is None:
+    """The comment line naming the candidate closest to holding: among those that gained over `none`, the one with
+    the lowest p. A pipeline that lost is never named closest, however small its p (a significant loss is the
+    furthest from a rule); where none gained, the comment says so and names the smallest loss."""
+    gained = [r for r in rows if float(r["value"]) > 0]
+    if gained:
+        return ["Closest: " + _figures(min(gained, key=lambda r: (r.get("p_holm", 1.0), -r["value"]))) + "."]
+    if not rows:
         return []
-    return [
-        f"Closest: {closest['strategy']}{' (' + closest['variant'] + ')' if closest.get('variant') else ''} lift "
-        f"{closest['value']:+.3f}, wins/losses {closest.get('wins', '-')}/{closest.get('losses', '-')}, "
-        f"p (Holm) {float(closest.get('p_holm', closest.get('p', 1.0))):.2g}, n {closest['n']}."
-    ]
+    return ["No pipeline gained over none; the smallest loss: " + _figures(max(rows, key=lambda r: r["value"])) + "."]
+
+
+def _figures(row: dict[str, Any]) -> str:
+    variant = f" ({row['variant']})" if row.get("variant") else ""
+    return (
+        f"{row['strategy']}{variant} lift {row['value']:+.3f}, wins/losses {row.get('wins', '-')}/"
+        f"{row.get('losses', '-')}, p (Holm) {float(row.get('p_holm', row.get('p', 1.0))):.2g}, n {row['n']}"
+    )
 
 
 def _literal_glob(model: str) -> str:

@@ -129,3 +129,17 @@ def test_eval_rankers_reports_a_malformed_squad_file_in_one_line(
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert "squad-v2.0-dev.json" in error
+
+
+def test_the_closest_candidate_named_is_one_that_gained_never_a_significant_loss(tmp_path: Path) -> None:
+    loss = {**ROW, "strategy": "filter, reorder", "value": -0.3, "wins": 0, "losses": 9, "p_holm": 0.008}
+    gain = {**ROW, "strategy": "reorder", "value": 0.2, "wins": 6, "losses": 0, "p_holm": 0.06}
+    text = write_policy([probes_report(tmp_path / "r", "m", rows=[loss, gain])], CostCeiling())
+    assert "# Closest: reorder lift +0.200, wins/losses 6/0" in text
+    assert "filter, reorder" not in text
+
+
+def test_where_every_candidate_lost_the_comment_says_so(tmp_path: Path) -> None:
+    rows = [{**ROW, "strategy": "medoid; k=3", "value": -0.3, "p_holm": 0.008}, {**ROW, "value": -0.05, "p_holm": 0.9}]
+    text = write_policy([probes_report(tmp_path / "r", "m", rows=rows)], CostCeiling())
+    assert "# No pipeline gained over none; the smallest loss: reorder lift -0.050" in text
