@@ -31,6 +31,7 @@ from strategies import (
     Tokenizer,
     parse_selection,
 )
+from strategies.selection import NotAStrategyName
 
 STRATEGY_HEADER = "X-Context-Strategy"
 log = structlog.get_logger("contextlift.policy")
@@ -165,6 +166,9 @@ class ProxyState:
         """
         try:
             pipeline = self.registry.resolve(parse_selection(text), self.settings.strategy_caps)
+        except NotAStrategyName as error:  # said as an unknown name is: with the names there are
+            known = ", ".join(self.registry.names())
+            raise InvalidStrategy(f"{error}; known strategies: {known}", param=param) from None
         except StrategySelectionError as error:
             raise InvalidStrategy(str(error), param=param) from None
         self.check_shape(pipeline.shape, param)

@@ -24,6 +24,11 @@ class StrategySelectionError(ValueError):
     """A strategy selection that cannot be run; the message says why, in words a client can act on."""
 
 
+class NotAStrategyName(StrategySelectionError):
+    """A step whose name is not written as names are (lower case letters, digits, `-`, `_`): whoever knows the
+    registered names adds them to the message, as for a name that is well written but unknown."""
+
+
 @dataclass(frozen=True, slots=True)
 class StepRequest:
     """One step as written by the client: a name and its raw parameter values."""
@@ -46,7 +51,8 @@ def parse_selection(text: str) -> list[StepRequest]:
     for position, raw_step in enumerate(text.split(","), start=1):
         name, *assignments = (token.strip() for token in raw_step.split(";"))
         if not _NAME.fullmatch(name):
-            raise StrategySelectionError(f"step {position}: {name!r} is not a strategy name")
+            lower = f" (names are lower case: {name.lower()!r})" if _NAME.fullmatch(name.lower()) else ""
+            raise NotAStrategyName(f"step {position}: {name!r} is not a strategy name{lower}")
         params: dict[str, str] = {}
         for assignment in assignments:
             key, equals, value = (part.strip() for part in assignment.partition("="))

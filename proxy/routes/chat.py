@@ -17,6 +17,7 @@ from proxy import json_text
 from proxy.edge.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
 from proxy.errors import (
     InvalidRequest,
+    InvalidStrategy,
     NotReady,
     PayloadTooLarge,
     ShuttingDown,
@@ -67,7 +68,11 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     # The body field selecting strategies is consumed below: the client's bytes then no longer match.
     verbatim = Verbatim(raw, body) if STRATEGY_FIELD not in body else None
-    selection = state.select_pipeline(request.headers, body)
+    try:
+        selection = state.select_pipeline(request.headers, body)
+    except InvalidStrategy:
+        record.document_format = "none: invalid-strategy"  # a strategy was asked for: not `not-requested`
+        raise
     if isinstance(selection, Auto):
         try:  # a margin rule ranks the documents, a remote call: a client that leaves meanwhile cancels it
             pipeline, found = await _unless_disconnected(exchange, _auto(body, state, record))

@@ -109,6 +109,26 @@ def test_bad_strategy_header_is_400_naming_the_header(
     assert fake.requests == []
 
 
+@pytest.mark.parametrize(
+    ("header", "fragment"),
+    [
+        ("REORDER", "step 1: 'REORDER' is not a strategy name (names are lower case: 'reorder'); known strategies: "),
+        ("reorderr", "unknown strategy 'reorderr'; known strategies: "),
+        ("re order", "step 1: 're order' is not a strategy name; known strategies: "),
+    ],
+)
+def test_a_misspelt_strategy_gets_the_names_there_are_whichever_way_it_is_wrong(
+    client: Any, fake: FakeUpstream, header: str, fragment: str
+) -> None:
+    response = client.post("/v1/chat/completions", json=chat(), headers={"X-Context-Strategy": header})
+    assert_envelope(response, 400, "invalid_strategy", "X-Context-Strategy")
+    message = response.json()["error"]["message"]
+    assert message.startswith(fragment)
+    assert "none" in message.removeprefix(fragment).split(", ")
+    assert "reorder" in message.removeprefix(fragment).split(", ")
+    assert response.headers["x-context-format"] == "none: invalid-strategy"  # a strategy was asked for
+
+
 def test_bad_strategy_field_is_400_naming_the_field(client: Any, fake: FakeUpstream) -> None:
     response = client.post("/v1/chat/completions", json=chat(context_strategy="nope"))
     assert_envelope(response, 400, "invalid_strategy", "context_strategy")
