@@ -151,15 +151,21 @@ def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    if not args.shard and not _can_plot():
+    from proxy.shadow.budget import local_upstream
+
+    if not args.shard and not args.dry_run and not _can_plot():
         return _reporting_eval_errors(_missing_extra)
-    if args.proxy:
-        code = _reporting_eval_errors(lambda: run_eval(args, args.proxy))
+    # Whether the upstream is on this machine: a large run elsewhere asks first. Behind --proxy it is not known.
+    local = args.proxy is None and (settings.upstream_url is None or local_upstream(settings.upstream_url))
+    if args.dry_run:
+        code = _reporting_eval_errors(lambda: run_eval(args, None))
+    elif args.proxy:
+        code = _reporting_eval_errors(lambda: run_eval(args, args.proxy, local=False))
     else:
         from eval.local_proxy import proxy_in_process
 
-        with proxy_in_process(settings) as proxy_url:
-            code = _reporting_eval_errors(lambda: run_eval(args, proxy_url))
+        with proxy_in_process(settings, args.port) as proxy_url:
+            code = _reporting_eval_errors(lambda: run_eval(args, proxy_url, local=local))
     if code == 0 and args.write_policy is not None and not args.shard:
         return _write_policy([args.out], args.max_cost, args.write_policy)
     return code

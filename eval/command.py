@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from eval.cache import ResponseCache
+from eval.cost import confirmed, estimate, render
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.report.publish import read_info, write_report, write_samples
 from eval.runner import Progress, Runner, Target, jobs
@@ -29,6 +30,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--proxy", help="base URL of a running proxy (e.g. http://127.0.0.1:8080/v1); default: start one here")
     add("--upstream", help="for the proxy started here: OpenAI-compatible base URL (default: the embedded model)")
+    add("--port", type=int, default=0, help="for the proxy started here: its loopback port (default: a free one)")
     add("--config", type=Path, help="for the proxy started here: TOML file of settings")
     add("--model", help="model name sent in each request (default: the first one the proxy lists)")
     add("--api-key", help="bearer token sent with each request (forwarded upstream); never written to output")
@@ -75,6 +77,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     add("--shard", help="INDEX/COUNT: run only this shard of the cases (an Indexed Job's completion index)")
     add("--out", type=Path, default=Path("contextlift-eval"), help="report folder (default ./contextlift-eval)")
     add("--cache", type=Path, help="response cache, JSON lines (default OUT/responses.jsonl)")
+    add(
+        "--dry-run",
+        action="store_true",
+        help="print the cases, requests and estimated tokens per pipeline; send nothing",
+    )
+    add("--yes", action="store_true", help="start a large run against a remote upstream without asking")
 
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +90,10 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for the merged report")
 
 
-def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
-    """Builds the cases, sends them through the proxy at `proxy_url`, writes the report."""
+def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = True) -> int:
+    """Builds the cases, says what sending them costs, sends them through the proxy at `proxy_url`, writes the
+    report. `proxy_url` None: a dry run (nothing is sent, SWiM's questions from `--documents` not generated);
+    `local`: the upstream is on this machine, so a large run starts without asking."""
     try:
         plan = make_plan(
             args.profile,
@@ -100,6 +110,8 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
         raise EvalError(str(error)) from None
     if args.concurrency < 1:
         raise EvalError("--concurrency must be at least 1")
+    if proxy_url is None:
+        return _dry_run(args, plan, shard)
     base_url = proxy_url.rstrip("/") if proxy_url.rstrip("/").endswith("/v1") else proxy_url.rstrip("/") + "/v1"
     model = args.model or _first_model(base_url, args.api_key)
     cache = ResponseCache(args.cache or args.out / "responses.jsonl")
@@ -112,11 +124,16 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
             cases, notes = build_cases(plan, sources, runner.ask)
         cases = [c for c in cases if in_shard(c, shard)]
         work = jobs(cases, plan.strategies)
-        print(
-            f"contextlift eval: {len(cases)} cases, {len(work)} requests through {base_url} "
-            f"({len(cache)} answers cached in {cache.path})",
-            file=sys.stderr,
-        )
+        cost = estimate(cases, work)
+        print(f"contextlift eval: {render(cost, base_url)}\n({len(cache)} answers cached in {cache.path}: not sent)",
+              file=sys.stderr)  # fmt: skip
+        allowed = confirmed(cost, local=local, yes=args.yes)
+        if allowed is None:
+            raise EvalError(f"{cost.requests:,} requests to a remote upstream: pass --yes to send them, or narrow the "
+                            "run (--tasks, --samples, --strategies; --dry-run prices it)")  # fmt: skip
+        if not allowed:
+            print("contextlift eval: not started", file=sys.stderr)
+            return 1
         samples = asyncio.run(runner.run(work, Progress(len(work))))
     except (ValueError, OSError) as error:
         raise EvalError(str(error)) from None
@@ -139,6 +156,30 @@ def run_eval(args: argparse.Namespace, proxy_url: str) -> int:
         return 0
     data = write_report(args.out, samples, info)
     _print_headline(data, args.out)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None) -> int:
+    """Print what the run would send, building its cases without a proxy: nothing is sent."""
+    generated: list[str] = []
+
+    def ask(prompt: str) -> str:  # SWiM's question generation, counted instead of asked
+        generated.append(prompt)
+        return ""
+
+    try:
+        if args.replay is not None:
+            cases, _ = replay.build(args.replay, ask, args.seed)
+        else:
+            cases, _ = build_cases(plan, find_sources(args.data, args.documents), ask)
+    except (ValueError, OSError) as error:
+        raise EvalError(str(error)) from None
+    cases = [c for c in cases if in_shard(c, shard)]
+    target = args.proxy or args.upstream or "the proxy started here"
+    print(render(estimate(cases, jobs(cases, plan.strategies)), target))
+    if generated:
+        print(f"plus {len(generated):,} question-generation requests while the cases are built; the cases from "
+              "them are not counted above (a dry run generates none)")  # fmt: skip
     return 0
 
 

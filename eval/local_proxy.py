@@ -1,5 +1,5 @@
 """The proxy an eval runs through when no `--proxy` is given: started in a thread of this process, on a free
-loopback port, in front of the configured upstream (or the embedded model, started for the run). The only
+loopback port (or `--port`), in front of the configured upstream (or the embedded model, started for the run). The only
 module of `eval` that imports `proxy`; the rest reaches the proxy over HTTP like any client."""
 
 from __future__ import annotations
@@ -18,12 +18,21 @@ from proxy.local_model import upstream_for
 
 
 @contextlib.contextmanager
-def proxy_in_process(settings: Settings) -> Iterator[str]:
-    """The proxy's base URL (`.../v1`), ready (embedder loaded) when yielded; stopped with the block."""
+def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[str]:
+    """The proxy's base URL (`.../v1`), ready (embedder loaded) when yielded; stopped with the block. `port` 0:
+    a free one.
+
+    Raises:
+        LocalModelError: the port is taken, or the proxy did not become ready.
+    """
     with upstream_for(settings, quiet=True) as upstream_url:
         settings = settings.model_copy(update={"upstream_url": upstream_url})
         listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
+        try:
+            listener.bind(("127.0.0.1", port))
+        except OSError as error:
+            listener.close()
+            raise LocalModelError(f"--port {port}: {error.strerror}") from None
         port = listener.getsockname()[1]
         server = build_server(create_app(settings), settings)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)

@@ -14,14 +14,17 @@ from eval.tasks.registry import Ask, BuildContext, Task
 
 TASKS: dict[str, Task] = {t.name: t for t in (litm_qa.TASK, litm_kv.TASK, swim.TASK, length.TASK, multifact.TASK)}
 """Every task, in the report's order; each declares itself in its own module."""
-STRATEGIES = ("none", "reorder", "query-aware", "recite", "fact")
+STRATEGIES = ("none", "reorder", "filter, reorder", "query-aware", "recite", "fact")
 PROFILE_NAMES = ("quick", "full")
 PROFILES: dict[str, dict[str, Grid]] = {
     profile: {name: task.profiles[profile] for name, task in TASKS.items()} for profile in PROFILE_NAMES
 }
-"""quick: a few minutes on 2 CPU cores with the embedded 135M model, every task and strategy, small contexts;
-full: the papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM)."""
+"""quick: a few minutes on 2 CPU cores with the embedded 135M model, every task and every strategy, small
+contexts; full: the papers' sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM)."""
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
+EXTRA = {"quick": ("chain",), "full": ()}
+"""Pipelines a profile adds after medoid: `chain` (a call per chunk) once in the quick profile, so every built-in
+strategy is tried there; left out of the full one, where it would multiply the calls of every long case."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +80,7 @@ def make_plan(
             raise ValueError(f"--option {text!r}: {error}") from None
         if task in grids:
             grids[task] = replace(grids[task], options={**grids[task].options, key: value})
-    return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile])))
+    return Plan(grids, tuple(strategies or (*STRATEGIES, MEDOID[profile], *EXTRA[profile])))
 
 
 def task_record(task: str, grid: Grid) -> dict[str, str | bool]:

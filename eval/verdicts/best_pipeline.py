@@ -106,7 +106,9 @@ def best_pipeline_section(
         lines += [
             f"**Smoke test** (profile `{profile}`): too few cases per cell to act on. The table shows that the "
             "pipeline runs end to end; `recommend` stays `none` and `contextlift policy` writes no rule from it. "
-            "Run `--profile full` for a verdict.",
+            "Run `--profile full` for a verdict: about 57,000 requests with every task and pipeline, so price it "
+            "first with `--dry-run` and narrow it to what you would switch on (`--tasks litm-qa --strategies none "
+            "--strategies 'reorder; order=promote'`).",
             "",
         ]
     lines += [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.plan import MEDOID, PROFILES, STRATEGIES, TASKS, build_cases, in_shard, make_plan, parse_shard
+from eval.plan import EXTRA, MEDOID, PROFILES, STRATEGIES, TASKS, build_cases, in_shard, make_plan, parse_shard
 from eval.sources import Sources
 
 
@@ -21,7 +21,7 @@ def test_overrides_apply_to_every_task_or_to_the_one_named() -> None:
     qa, kv = plan.tasks["litm-qa"], plan.tasks["litm-kv"]
     assert (qa.sizes, qa.positions, qa.samples) == ((10, 20), ("0%", "50%", "100%"), 30)
     assert (kv.sizes, kv.positions, kv.samples) == ((75,), ("0%", "50%", "100%"), 10)
-    assert plan.strategies == (*STRATEGIES, MEDOID["full"])
+    assert plan.strategies == (*STRATEGIES, MEDOID["full"], *EXTRA["full"])
     assert make_plan("quick", strategies=["none", "reorder, medoid; k=3"]).strategies == (
         "none",
         "reorder, medoid; k=3",
