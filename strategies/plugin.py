@@ -18,6 +18,8 @@ import anyio
 
 from strategies.embedder import Embedder, embed_off_loop
 from strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
+from strategies.lexical_similarity import NAME as LEXICAL_NAME
+from strategies.lexical_similarity import LexicalSimilarity
 from strategies.rankers.base import (
     RANKER_PARAM_DESCRIPTION,
     Ranker,
@@ -217,6 +219,13 @@ class Services:
         if self.embedder is None:
             raise RuntimeError("this strategy needs an embedder, and none was loaded")
         return self.embedder
+
+    def similarity(self) -> tuple[Embedder, str | None]:
+        """What compares answers: the embedder, else (the embeddings extra not installed) word counts, with the
+        name a step must report so that the change of method is never silent (`similarity=lexical`)."""
+        if self.embedder is not None:
+            return self.embedder, None
+        return LexicalSimilarity(), LEXICAL_NAME
 
 
 @dataclass(slots=True)

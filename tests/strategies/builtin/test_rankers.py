@@ -161,10 +161,18 @@ def test_only_rankers_that_embed_make_a_pipeline_wait_for_the_embedder() -> None
     registry, set_ = build_registry(), RankerSet(published_rankers())
     waits = {
         text: registry.resolve(parse_selection(text), {}).waits_for_embedder(set_)
-        for text in ("reorder", "reorder; ranker=client", "filter; ranker=lexical", "reorder; ranker=fusion", "medoid")
+        for text in (
+            "reorder",
+            "reorder; ranker=minilm",
+            "reorder; ranker=client",
+            "filter; ranker=lexical",
+            "reorder; ranker=fusion",
+            "medoid",
+        )
     }
     assert waits == {
-        "reorder": True,  # the default ranker, minilm
+        "reorder": False,  # the default ranker, lexical
+        "reorder; ranker=minilm": True,
         "reorder; ranker=client": False,
         "filter; ranker=lexical": False,
         "reorder; ranker=fusion": True,
