@@ -141,7 +141,8 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
     documents are skipped for a request without any."""
     for step in pipeline.transforms:
         assert isinstance(step.strategy, Transform)
-        if step.strategy.needs_documents and not request.documents:
+        readable = step.strategy.reads_unmovable and request.unmovable is not None
+        if step.strategy.needs_documents and not request.documents and not readable:
             continue
         context.applied.append(AppliedStep(step.strategy.name, step.label))
         with _step_span(step, request, context.services):

@@ -158,6 +158,9 @@ class Strategy(ABC):
     params: ClassVar[tuple[Param, ...]] = ()
     needs_documents: ClassVar[bool] = True
     """Whether the strategy does anything for a request without detected documents."""
+    reads_unmovable: ClassVar[bool] = False
+    """Whether it also runs where the documents could be read but not moved (`ChatRequest.unmovable`, a context
+    declined as `ambiguous-chunks`): only a step that adds text and moves nothing may say so."""
     streams_directly: ClassVar[bool] = True
     """Whether its last upstream call can stream straight through to the client."""
     needs_embedder: ClassVar[bool] = False

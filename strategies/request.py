@@ -104,6 +104,10 @@ class ChatRequest:
     detection: str = "none: not-requested"
     """What detection found, as the `X-Context-Format` response header says it: the format (`paragraphs;
     region=fence`), or `none: <reason>` (`no-context-region`, `single-document`, `no-question` ...)."""
+    unmovable: ChatRequest | None = None
+    """Where detection declined a context whose units blank lines alone separate (`none: ambiguous-chunks`):
+    those units, read as paragraphs, for a step that only adds text beside them and never moves one (`focus`).
+    No step may move or drop them: a unit may be half of a chunk."""
 
     @property
     def messages(self) -> list[Mapping[str, Any]]:

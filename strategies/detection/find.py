@@ -126,7 +126,9 @@ def parse_request(
     found = search.in_texts() or search.in_message_runs()
     if found is not None:
         return found
-    return ChatRequest(body=body, question=last_user_text(messages), detection=reasons.text())
+    return ChatRequest(
+        body=body, question=last_user_text(messages), detection=reasons.text(), unmovable=search.unmovable
+    )
 
 
 class _Search:
@@ -147,6 +149,8 @@ class _Search:
         self.most = None if limits is None else limits.max_documents + 1
         # Found once: reading the later messages again for each candidate made a long chat cost its square.
         self.last_user = _last_user_index(self.messages)
+        self.unmovable: ChatRequest | None = None
+        """The first context declined as `ambiguous-chunks` that would otherwise have been read."""
 
     def latest_user_text(self, index: int, *, before: bool = False) -> str:
         """The latest user turn after message `index` (what is asked now); with `before`, the latest anywhere
@@ -264,6 +268,7 @@ class _Search:
             found = self._judged(text, candidate, index, part_index)
             if found is not None and candidate.ambiguous_chunks:
                 self.reasons.add("ambiguous-chunks")
+                self.unmovable = self.unmovable or found
                 continue
             if found is not None and self._within_limits(candidate.format, pieces):
                 return found

@@ -37,6 +37,9 @@ SELECTIONS = [
     "fact; rounds=2",
     "medoid; k=3; seed=1",
     "reorder, query-aware, medoid; k=3",
+    "focus",
+    "repeat",
+    "filter, focus",
 ]
 
 
@@ -82,3 +85,19 @@ def test_chain_reads_the_documents_in_chunks_and_answers(sdk: openai.OpenAI) -> 
     assert result.choices[0].message.content is not None
     assert result.usage is not None
     assert result.usage.completion_tokens > 0
+
+
+def test_repeat_doubles_the_prompt_the_model_reads(sdk: openai.OpenAI) -> None:
+    once = sdk.chat.completions.create(model="smollm2", messages=MESSAGES, max_tokens=1, temperature=0)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2", messages=MESSAGES, max_tokens=1, temperature=0, extra_headers={"X-Context-Strategy": "repeat"}
+    )
+    twice = raw.parse()
+    assert once.usage is not None
+    assert twice.usage is not None
+    # The model's own count of prompt tokens: about twice the prompt (its chat template is counted once).
+    assert 1.8 * once.usage.prompt_tokens <= twice.usage.prompt_tokens <= 2.0 * once.usage.prompt_tokens
+    # The header counts cl100k tokens, the model its own: the same text, not the same tokenizer.
+    added = int(raw.headers["x-context-strategy"].rsplit("tokens=+", 1)[1])
+    model_added = twice.usage.prompt_tokens - once.usage.prompt_tokens
+    assert 0.5 * model_added <= added <= 2 * model_added
