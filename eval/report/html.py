@@ -10,10 +10,14 @@ from pathlib import Path
 
 _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
 _CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}code{background:#f3f3f3;
-padding:0 .2em}img{max-width:100%;display:block;margin:1em 0}h2{border-bottom:1px solid #ddd;margin-top:2em}"""
+padding:0 .2em}img{max-width:100%;display:block;margin:1em 0}h2{border-bottom:1px solid #ddd;margin-top:2em}
+.wide{overflow-x:auto;max-width:100%}"""
+"""A table wider than the page (the verdict table has ten columns) scrolls in its own box rather than being cut
+off at the page's edge."""
 
 
 def render_html(markdown: str, base: Path) -> str:
@@ -26,11 +30,11 @@ def render_html(markdown: str, base: Path) -> str:
         if table:
             head, *rest = table
             body.append(
-                "<table><thead><tr>"
+                '<div class="wide"><table><thead><tr>'
                 + "".join(f"<th>{c}</th>" for c in head)
                 + "</tr></thead><tbody>"
                 + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rest)
-                + "</tbody></table>"
+                + "</tbody></table></div>"
             )
             table.clear()
         if items:
@@ -63,7 +67,7 @@ def render_html(markdown: str, base: Path) -> str:
 
 
 def _inline(text: str) -> str:
-    return _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False))
+    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False)))
 
 
 def _data_uri(path: Path) -> str:
