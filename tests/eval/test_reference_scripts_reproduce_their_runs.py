@@ -17,10 +17,21 @@ from strategies import build_registry, parse_selection
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted((ROOT / "scripts").glob("reference_eval*"))
-BARE = {"reorder; order=edges-first": "reorder", "medoid; k=5; temperature=0": "medoid; k=5"}
-ON_THE_DAY = {"reference": BARE, "reference-langchain-stuff": BARE}
+BARE = {"reorder; order=edges-first; ranker=minilm": "reorder", "medoid; k=5; temperature=0": "medoid; k=5"}
+MINILM = {
+    f"reorder; order={order}; ranker=minilm": f"reorder; order={order}"
+    for order in ("promote", "edges-first", "edges-last", "descending")
+}
+ON_THE_DAY = {
+    "reference": BARE,
+    "reference-langchain-stuff": {**BARE, "reorder; order=descending; ranker=minilm": "reorder; order=descending"},
+    "reference-2": {**MINILM, "filter; ranker=minilm, reorder; ranker=minilm": "filter, reorder"},
+    "reference-2-orders": MINILM,
+    "reference-rankers": MINILM,
+}
 """Per report, the full names it wrote bare: before 2026-11-23 `reorder`'s default order was edges-first and
-medoid's voting calls took the client's temperature (0), not a default of their own."""
+medoid's voting calls took the client's temperature (0), not a default of their own; before 2026-11-26 every
+ranking step ranked with MiniLM, the default ranker then (lexical since)."""
 
 
 def arguments(script: Path) -> list[str]:

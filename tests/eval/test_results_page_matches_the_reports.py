@@ -13,14 +13,22 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 PAGE = RESULTS / "index.md"
 SAME_DEFAULTS = {
-    "filter; margin=0.2, reorder; order=promote; top=1": "filter, reorder",
+    "reorder; order=promote; ranker=minilm": "reorder; order=promote",
+    "filter; margin=0.2; ranker=minilm, reorder; order=promote; top=1; ranker=minilm": "filter, reorder",
     "medoid; k=5; temperature=0.7": "medoid; k=5",
     "chain; chunk_tokens=4096; max_chunks=16; max_tokens=512": "chain",
 }
 """Full names on the page of the pipelines the 2026-11-25 reports wrote with the defaults of the day."""
-BEFORE_PROMOTE = {"reorder; order=edges-first": "reorder"}
-"""The report's `reorder` before promote became the default (2026-11-23)."""
-LABELS = {"reference-2": SAME_DEFAULTS, "reference-rankers": {}, "reference-langchain-stuff": BEFORE_PROMOTE}
+BEFORE_PROMOTE = {
+    "reorder; order=edges-first; ranker=minilm": "reorder",
+    "reorder; order=descending; ranker=minilm": "reorder; order=descending",
+}
+"""The report's `reorder` before promote became the default (2026-11-23), with MiniLM, the default ranker then."""
+LABELS = {
+    "reference-2": SAME_DEFAULTS,
+    "reference-rankers": {"reorder; order=promote; ranker=minilm": "reorder; order=promote"},
+    "reference-langchain-stuff": BEFORE_PROMOTE,
+}
 REGIMES = {"easy": "standard", "hard": "hard"}
 PROBES, PROBES_HEADING = "probes", "Positional probes"
 """A shadow report's probe table (its probes.json), in its own section of the page."""
