@@ -15,9 +15,10 @@ from tests.fakes import FakeUpstream
 from tests.serving import UPSTREAM, chat
 
 FENCED = (
-    "Context information is below.\n---------------------\nParis is in France.\n\nBerlin is in Germany.\n\n"
+    "Context information is below.\n---------------------\nParis is in France.\n---\nBerlin is in Germany.\n---\n"
     "Rome is in Italy.\n---------------------\nQuery: Where is Berlin?\nAnswer: "
 )
+"""Chunks joined by a `---` line (blank lines alone are declined: test_why_nothing_was_found_is_named_and_the_body_goes_as_sent)."""
 IN_HOUSE = "<kb>Paris is in France.\n%%\nBerlin is in Germany.\n%%\nRome is in Italy.</kb>\nWhere is Berlin?"
 KB_FORMAT = {"name": "kb", "start": "<kb>", "end": "</kb>", "separator": "\n%%\n"}
 
@@ -30,7 +31,7 @@ def post(client: Any, body: dict[str, Any], strategy: str | None = "reorder") ->
 def test_the_shape_found_is_named_in_a_response_header(client: Any, fake: FakeUpstream) -> None:
     response = post(client, chat(FENCED))
     assert response.status_code == 200
-    assert response.headers["x-context-format"] == "paragraphs; region=fence"
+    assert response.headers["x-context-format"] == "separated; region=fence"
     assert response.headers["x-context-documents"] == "3"
 
 
@@ -40,6 +41,7 @@ def test_the_shape_found_is_named_in_a_response_header(client: Any, fake: FakeUp
         ("Tell me a joke.", "reorder", "none: no-context-region"),
         ("Context:\nParis is in France.\n\nQuestion: Where is Paris?", "reorder", "none: single-document"),
         ('The API returned {"city": "Paris", "sky": "clear"}. Summarize.', "reorder", "none: no-question"),
+        (FENCED.replace("\n---\n", "\n\n"), "reorder", "none: ambiguous-chunks"),
         (FENCED, None, "none: not-requested"),
         (FENCED, "none", "none: not-requested"),
     ],
@@ -129,7 +131,7 @@ def test_the_detect_endpoint_explains_a_body_and_calls_nothing(client: Any, fake
     response = client.post("/contextlift/detect", json=chat(FENCED))
     assert response.status_code == 200
     found = response.json()
-    assert found["format"] == "paragraphs; region=fence"
+    assert found["format"] == "separated; region=fence"
     assert found["question"] == "Where is Berlin?"
     assert [d["text"] for d in found["documents"]] == [
         "Paris is in France.",
