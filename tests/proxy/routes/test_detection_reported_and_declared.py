@@ -18,7 +18,8 @@ FENCED = (
     "Context information is below.\n---------------------\nParis is in France.\n---\nBerlin is in Germany.\n---\n"
     "Rome is in Italy.\n---------------------\nQuery: Where is Berlin?\nAnswer: "
 )
-"""Chunks joined by a `---` line (blank lines alone are declined: test_why_nothing_was_found_is_named_and_the_body_goes_as_sent)."""
+"""Chunks joined by a `---` line; joined by blank lines alone they are declined (the `ambiguous-chunks` case of
+test_why_nothing_was_found_is_named_and_the_body_goes_as_sent)."""
 IN_HOUSE = "<kb>Paris is in France.\n%%\nBerlin is in Germany.\n%%\nRome is in Italy.</kb>\nWhere is Berlin?"
 KB_FORMAT = {"name": "kb", "start": "<kb>", "end": "</kb>", "separator": "\n%%\n"}
 
