@@ -9,6 +9,7 @@ A smoke-test run (the quick profile) states its verdicts but never recommends or
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -118,7 +119,9 @@ def best_pipeline_section(
         f"answers) stays below p = {ALPHA} after Holm's correction over the pipelines compared in the regime "
         "(`p (Holm)`; the family size follows the slash). `recommend` is the highest lift that holds: what "
         "`contextlift policy` would write. `detectable` is the smallest lift the run could have found with 80% "
-        'power at its n and `none`\'s accuracy: with no verdict, read "no lift larger than that"',
+        'power at its n and `none`\'s accuracy: with no verdict, read "no lift larger than that". `calls x` and '
+        "`latency x` (the median's) are the recommended pipeline's cost relative to `none`: 1.00 where `recommend` "
+        "is `none`",
         "",
         "| task | variant | recommend | best | lift | 95% CI | wins/losses | p (Holm) | n | detectable | "
         "calls x | latency x | verdict |",
@@ -128,8 +131,10 @@ def best_pipeline_section(
         rows, key=lambda r: (not r.get("rankable", True), r["task"], r["variant"] != "standard", r["variant"])
     )
     for row in ordered:
-        spent = cost.get((row["task"], row["strategy"]), {})
         chosen = None if smoke else row.get("recommend")
+        # The cost of what the row recommends: where that is `none`, the best strategy (or one tied with it) is not
+        # switched on, and its calls and latency are not what a reader following the row would pay.
+        spent = cost.get((row["task"], chosen or "none"), {})
         recommend = f"`{chosen}`" if chosen else "`none`"
         verdict = (
             _verdict_cell(row)
@@ -159,7 +164,7 @@ def _detectable(value: float | None) -> str:
 
 
 def _times(value: Any) -> str:
-    return "-" if value is None else f"{float(value):.2f}"
+    return "-" if value is None or math.isnan(float(value)) else f"{float(value):.2f}"
 
 
 def _best_cell(row: dict[str, Any]) -> str:
