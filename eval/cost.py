@@ -57,19 +57,20 @@ class RunCost:
 def estimate(cases: Sequence[Case], work: Sequence[tuple[Case, str]]) -> RunCost:
     """The cost of sending `work` (each case with a strategy), per strategy in the order first met."""
     registry = build_registry()
-    calls_of: dict[str, int] = {}
+    calls_of: dict[str, tuple[int, int]] = {}
     totals: dict[str, list[int]] = {}
     for case, strategy in work:
         if strategy not in calls_of:
             try:
-                calls_of[strategy] = registry.resolve(parse_selection(strategy), {}).max_upstream_calls()
+                pipeline = registry.resolve(parse_selection(strategy), {})
+                calls_of[strategy] = (pipeline.max_upstream_calls(), pipeline.prompt_copies)
             except ValueError:  # a plugin's strategy this process does not have: the proxy will say
-                calls_of[strategy] = 1
-        calls = calls_of[strategy]
+                calls_of[strategy] = (1, 1)
+        calls, copies = calls_of[strategy]
         row = totals.setdefault(strategy, [0, 0, 0, 0])
         row[0] += 1
         row[1] += calls
-        row[2] += calls * _prompt_tokens(case)
+        row[2] += calls * copies * _prompt_tokens(case)
         row[3] += calls * case.max_tokens
     pipelines = tuple(PipelineCost(s, *row) for s, row in totals.items())
     return RunCost(len(cases), len(work), pipelines)

@@ -89,6 +89,14 @@ class Pipeline:
         executor = self.executor
         return executor is None or executor.strategy.streams_directly
 
+    @property
+    def prompt_copies(self) -> int:
+        """How many times over each call sends the prompt, at most (a `repeat` step doubles it)."""
+        copies = 1
+        for step in self.steps:
+            copies *= step.strategy.prompt_copies
+        return copies
+
     def max_upstream_calls(self) -> int:
         """The most upstream calls the pipeline makes for one request, before retries."""
         executor = self.executor

@@ -168,6 +168,8 @@ class Strategy(ABC):
     ranks: ClassVar[bool] = False
     """Whether it orders documents through `rank`: it then accepts the `ranker` parameter, and needs the
     embedder only when its ranker does."""
+    prompt_copies: ClassVar[int] = 1
+    """How many times over its calls send the prompt, at most (`repeat`: 2): what a cost estimate multiplies by."""
     passes_through: ClassVar[bool] = False
     """Whether selecting it selects nothing (`none`): it stands alone, and the request goes upstream untouched."""
     answers_n: ClassVar[bool] = True

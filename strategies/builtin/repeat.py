@@ -39,6 +39,7 @@ class Repeat(Transform):
 
     name: ClassVar[str] = "repeat"
     needs_documents: ClassVar[bool] = False
+    prompt_copies: ClassVar[int] = 2
     params: ClassVar[tuple[Param, ...]] = (
         Param("limit", int, DEFAULT_LIMIT, "the most prompt tokens (cl100k) the repeated request may hold; past it "
               "the request goes as it came", minimum=1, maximum=1_000_000),

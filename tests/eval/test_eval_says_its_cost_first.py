@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.cost import CONFIRM_ABOVE, confirmed, estimate
+from eval.cost import CONFIRM_ABOVE, _prompt_tokens, confirmed, estimate
 from eval.local_proxy import proxy_in_process
 from eval.plan import build_cases, make_plan
 from eval.runner import jobs
@@ -51,6 +51,16 @@ def test_the_estimate_counts_each_pipelines_calls(tmp_path: Path) -> None:
     assert cost["medoid; k=3"].calls == 3 * cost["medoid; k=3"].requests
     assert cost["recite"].calls == 2 * cost["recite"].requests
     assert cost["medoid; k=3"].prompt_tokens == 3 * cost["recite"].prompt_tokens / 2  # the same cases, three calls
+
+
+def test_the_estimate_counts_a_repeated_prompt_twice() -> None:
+    plan = make_plan("quick", tasks=["litm-qa"], strategies=["none", "repeat"])
+    cases, _ = build_cases(plan, find_sources(None, None))
+    cost = {p.strategy: p for p in estimate(cases, jobs(cases, plan.strategies)).pipelines}
+    shaped = [c for c in cases if c.position is not None]
+    assert cost["repeat"].calls == cost["repeat"].requests == len(shaped)
+    # `none` also answers the baselines; per shaped case, repeat's prompt is counted twice.
+    assert cost["repeat"].prompt_tokens == 2 * sum(_prompt_tokens(c) for c in shaped)
 
 
 def test_the_quick_profile_tries_every_built_in_strategy() -> None:
