@@ -1,18 +1,24 @@
 """mkdocs hook: the reference pages, written from the code at every build so that they cannot drift from it.
 
-`Settings`' fields (variable, flag, default, description), the strategies the registry loads from the
-`contextlift.strategies` entry points (role, capability flags, parameters), the error tree of `proxy.errors`
-and the metrics a fresh `ProxyMetrics` registers. `tests/test_docs.py` checks each page names every one of them.
+`Settings`' fields (variable, flag, default, description) in the sections `SETTING_SECTIONS` places them in, the
+strategies the registry loads from the `contextlift.strategies` entry points (role, what each needs as its flags
+say, parameters), the error tree of `proxy.errors` and the metrics a fresh `ProxyMetrics` registers.
+`tests/test_docs.py` checks each page names every one of them. The only hand-written text here stands in for what
+the code does not say yet (`SUMMARY_CORRECTIONS`, `ERROR_WHEN`); a test flags an entry the code has overtaken.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import inspect
 import re
 from collections.abc import Iterator
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proxy.errors import ProxyError
 
 PAGES = {
     "reference/settings.md": "settings_page",
@@ -97,6 +103,44 @@ def _default(field: Any) -> str:
     return _code(field.default)
 
 
+SETTING_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("Serving", "Where the proxy listens, and how its process runs and stops.",
+     ("host", "port", "event_loop", "gc_tuned", "shutdown_grace")),
+    ("The upstream", "Where requests go, with which key, and how a failed call is retried.",
+     ("upstream_", "max_upstream_", "max_retries", "retry_")),
+    ("Limits", "What one connection, request or stream may take before it is refused or cut off.",
+     ("max_", "header_read_timeout", "body_read_timeout", "keepalive_timeout")),
+    ("Strategies and rankers", "What a request that names no strategy gets, what it may ask for, and what ranks.",
+     ("default_strategies", "document_formats", "strategy_caps", "rankers", "default_ranker", "stream_keepalive")),
+    ("Embedder", "all-MiniLM-L6-v2 in the process, where the `embeddings` extra is installed.",
+     ("embedder", "embedding_")),
+    ("Policy", "What `X-Context-Strategy: auto` applies ([Auto](../auto.md)).", ("policy_",)),
+    ("Shadow", "Candidates tried on live traffic, out of the client's path ([Shadow](../shadow.md)).", ("shadow_",)),
+    ("Observability", "Logs and traces; the metrics need no setting ([Metrics](metrics.md)).", ("log_", "otel_")),
+    ("Local model", "The embedded llama.cpp server, started when no upstream is set.", ("local_model_",)),
+)  # fmt: skip
+"""The settings page's sections, in order: a key ending in `_` takes every field it starts, another key the field of
+that name; the longest key that matches places a field (`max_upstream_calls` in the upstream's, not with `max_`).
+A field no key matches lands in `OTHER_SECTION`, which tests/test_docs.py refuses: place it here."""
+OTHER_SECTION = "Other"
+
+
+def setting_section(name: str) -> str:
+    """The section of the settings page a field belongs in."""
+    matches = [
+        (len(key), title)
+        for title, _, keys in SETTING_SECTIONS
+        for key in keys
+        if (name.startswith(key) if key.endswith("_") else name == key)
+    ]
+    return max(matches)[1] if matches else OTHER_SECTION
+
+
+def _name(text: str) -> str:
+    """A variable, key or flag that never wraps mid-word (`.nowrap`, docs/stylesheets/extra.css)."""
+    return f'<code class="nowrap">{html.escape(text)}</code>'
+
+
 def settings_page() -> str:
     from proxy.settings import Settings
 
@@ -110,16 +154,20 @@ def settings_page() -> str:
         "or, for some, a flag of `contextlift serve`; flags override variables, which override the file. "
         "[Configuration](../configuration.md) shows an example file.",
         "",
-        "| variable | TOML key | flag | default | meaning |",
-        "|---|---|---|---|---|",
     ]
+    sections: dict[str, list[str]] = {title: [] for title, _, _ in SETTING_SECTIONS}
     for name, field in Settings.model_fields.items():
-        variables = " / ".join(_code(v) for v in setting_variables(name, field))
-        flag = _code(flags[name]) if name in flags else ""
-        lines.append(
-            f"| {variables} | {_code(name)} | {flag} | {_cell(_default(field))} | {_cell(field.description or '')} |"
+        variables = " / ".join(_name(v) for v in setting_variables(name, field))
+        flag = _name(flags[name]) if name in flags else ""
+        sections.setdefault(setting_section(name), []).append(
+            f"| {variables} | {_name(name)} | {flag} | {_cell(_default(field))} | {_cell(field.description or '')} |"
         )
-    return "\n".join(lines) + "\n"
+    intros = {title: intro for title, intro, _ in SETTING_SECTIONS}
+    for title, rows in sections.items():
+        if rows:
+            lines += [f"## {title}", "", intros.get(title, "Settings not yet placed in a section."), ""]
+            lines += ["| variable | TOML key | flag | default | meaning |", "|---|---|---|---|---|", *rows, ""]
+    return "\n".join(lines)
 
 
 # --- strategies -------------------------------------------------------------------------------------------------
@@ -135,7 +183,72 @@ def _param_row(param: Any) -> str:
     return f"| {_code(param.name)} | {kind} | {default} | {minimum} | {cap} | {_cell(param.description)} |"
 
 
+SUMMARY_CORRECTIONS = {
+    "Keeps the `top` most relevant documents and those within `margin` of the best score; never none.": (
+        "Keeps the documents within `margin` of the best score, at most `top` of them, in the client's order; never "
+        "none."
+    ),
+}
+"""A class docstring's summary that says other than its code does, and what the page says instead, until the
+docstring is mended (`filter` keeps those within `margin`, then at most `top`: docs/strategies.md). Keyed by the text
+itself, so a mended docstring is read as it is; tests/test_docs.py flags an entry that no longer corrects anything."""
+
+
+def strategy_summary(strategy: Any) -> str:
+    """The first paragraph of a strategy's class docstring, as the page gives it."""
+    summary = " ".join(_first_paragraph(type(strategy).__doc__).split())
+    return SUMMARY_CORRECTIONS.get(summary, summary)
+
+
+def _default_ranker() -> str:
+    """The ranker of a step that names none, as the proxy's settings default it."""
+    from proxy.settings import Settings
+
+    return str(Settings.model_fields["default_ranker"].default)
+
+
+def _listed(names: list[str]) -> str:
+    quoted = [_code(n) for n in names]
+    return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
+def _embedding_rankers() -> list[str]:
+    from strategies.rankers.base import published_rankers
+
+    return sorted(name for name, ranker in published_rankers().items() if ranker.needs_embedder)
+
+
+def strategy_needs(strategy: Any) -> str:
+    """What a strategy needs in the proxy to run, read from its flags (`ranks`, `needs_embedder`) and the rankers
+    published here: a ranker, MiniLM, or nothing beyond the upstream."""
+    from strategies.embedder import EXTRA
+
+    needs = []
+    if strategy.ranks:
+        needs.append(
+            f"a ranker: {_code(_default_ranker())} by default; {_listed(_embedding_rankers())} need the "
+            f"{_code(EXTRA)} extra"
+        )
+    if strategy.needs_embedder:
+        needs.append(
+            f"MiniLM where the {_code(EXTRA)} extra is installed, else word counts (`similarity=lexical` in "
+            "`X-Context-Strategy`)"
+        )
+    return "; and ".join(needs) or "nothing beyond the upstream (no ranker, no embedder)"
+
+
+def strategy_documents(strategy: Any) -> str:
+    """Whether a strategy needs documents, and which, read from `needs_documents` and `reads_unmovable`."""
+    if not strategy.needs_documents:
+        return "no: it runs on any request"
+    found = "yes (found in the prompt, or read in the shape `format=` names)"
+    if strategy.reads_unmovable:
+        return f"{found}; it also runs on a context declined as `ambiguous-chunks`, reading its paragraphs, moving none"
+    return f"{found}; a request without them, a context declined as `ambiguous-chunks` included, skips the step"
+
+
 def strategies_page() -> str:
+    from strategies.embedder import EXTRA
     from strategies.plugin import FORMAT_PARAM, RANKER_PARAM
     from strategies.rankers.base import ENTRY_POINT_GROUP as RANKER_GROUP
     from strategies.registry import ENTRY_POINT_GROUP, build_registry
@@ -155,17 +268,19 @@ def strategies_page() -> str:
     ]
     for name in registry.names():
         strategy = registry.get(name)
-        lines += [f"## `{name}`", "", _prose(_first_paragraph(type(strategy).__doc__)), ""]
-        capabilities = [
-            f"role: {strategy.role.value}",
-            f"needs documents: {'yes' if strategy.needs_documents else 'no'}",
-            f"streams directly: {'yes' if strategy.streams_directly else 'no'}",
-            f"needs the embedder: {'yes' if strategy.needs_embedder else 'no'}",
-            f"ranks documents: {'yes' if strategy.ranks else 'no'}",
-            f"answers `n` > 1: {'yes' if strategy.answers_n else 'no'}",
-        ]
+        lines += [f"## `{name}`", "", _prose(strategy_summary(strategy)), ""]
+        capabilities = [f"role: {strategy.role.value}"]
         if strategy.passes_through:
             capabilities.append("passes the request through untouched; stands alone")
+        else:
+            capabilities += [
+                f"needs documents: {strategy_documents(strategy)}",
+                f"needs: {strategy_needs(strategy)}",
+            ]
+        capabilities += [
+            f"streams directly: {'yes' if strategy.streams_directly else 'no'}",
+            f"answers `n` > 1: {'yes' if strategy.answers_n else 'no'}",
+        ]
         lines += [f"- {c}" for c in capabilities]
         if name in sources:
             lines.append(f"- published as `{sources[name]}`")
@@ -188,7 +303,9 @@ def strategies_page() -> str:
     lines += [
         "## Rankers",
         "",
-        f"Published under `{RANKER_GROUP}`: {', '.join(_code(r) for r in rankers)}; the operator adds services with "
+        f"Published under `{RANKER_GROUP}`: {', '.join(_code(r) for r in rankers)}. {_code(_default_ranker())} is "
+        f"the default; {_listed(_embedding_rankers())} use MiniLM and need the {_code(EXTRA)} extra "
+        f"(`pip install 'contextlift[{EXTRA}]'`, or `scripts/install {EXTRA}`). The operator adds services with "
         "`CONTEXTLIFT_RANKERS` ([Rankers](../rankers.md)).",
         "",
     ]
@@ -198,17 +315,56 @@ def strategies_page() -> str:
 # --- errors -----------------------------------------------------------------------------------------------------
 
 
-def error_classes() -> Iterator[tuple[int, type]]:
+def error_classes() -> Iterator[tuple[int, type[ProxyError]]]:
     """Every class of the error tree, depth first from `ProxyError`, with its depth."""
     import proxy.errors as errors
 
-    def walk(cls: type, depth: int) -> Iterator[tuple[int, type]]:
+    def walk(cls: type[ProxyError], depth: int) -> Iterator[tuple[int, type[ProxyError]]]:
         yield depth, cls
-        for sub in sorted(cls.__subclasses__(), key=lambda c: inspect.getsourcelines(c)[1]):
+        subclasses: list[type[ProxyError]] = cls.__subclasses__()
+        for sub in sorted(subclasses, key=lambda c: inspect.getsourcelines(c)[1]):
             if sub.__module__ == errors.__name__:
                 yield from walk(sub, depth + 1)
 
     return walk(errors.ProxyError, 0)
+
+
+ERROR_WHEN = {
+    "InvalidRequest": "The request is not one the proxy can act on, where no subclass below says why: a field of the "
+    "wrong type (`stream`, `stream_options`), `n` above 1 with a strategy that makes one answer, a malformed "
+    "`X-Context-Retries`, or a header or body field naming an upstream URL or key (the upstream is configured).",
+    "MalformedJSON": "The body is not valid JSON, or not a JSON object.",
+    "InvalidMessages": "`messages` is missing or empty, or a message is not an object with a non-empty `role` and a "
+    "`content` the chat API allows (a string or an array of typed parts).",
+    "InvalidStrategy": "The strategy selection (`X-Context-Strategy`, the body field `context_strategy`, or the "
+    "model's default) names an unknown strategy, parameter, ranker or format, a value out of range or above its cap, "
+    "steps in an order not allowed, or a pipeline whose calls with retries could pass `max_upstream_calls`; refused "
+    "before any upstream call.",
+    "InvalidPath": "The request path is not absolute, holds a control character, a space, a backslash or `;`, a "
+    "malformed percent escape, or encodes a character that is refused.",
+    "NotFound": "No route serves the path.",
+    "MethodNotAllowed": "The path is served, but not for this method.",
+    "PayloadTooLarge": "The body is over `max_body_bytes` (refused before it is read where Content-Length says so), or "
+    "its documents are over `max_documents` or `max_document_bytes`.",
+    "UnsupportedMediaType": "The body's Content-Type is not `application/json`.",
+    "HeadersTooLarge": "The request head is over `max_header_bytes`, or has more than `max_header_count` headers.",
+    "Overloaded": "The process is at `max_in_flight` requests or `max_connections` open connections; answered at once, "
+    "with Retry-After: 1.",
+    "NotReady": "The proxy cannot answer this request yet, or any more: the embedder is still loading, a start-up step "
+    "failed, or the proxy is shutting down.",
+    "UpstreamUnreachable": "No connection to the upstream could be opened (refused, not resolved, or past "
+    "`upstream_connect_timeout`).",
+    "UpstreamTimeout": "An upstream attempt ran past `upstream_timeout` waiting for an answer or the stream's next "
+    "event, or past `upstream_deadline` in all.",
+}
+"""What the page says an error class is for where the class carries neither docstring nor `description`: the one
+place this text lives until `proxy/errors.py` carries it. A class's own docstring or `description` wins."""
+
+
+def error_when(cls: type) -> str:
+    """When an error class is raised: its docstring's first paragraph, its `description`, else `ERROR_WHEN`."""
+    doc = _first_paragraph(cls.__dict__.get("__doc__"))
+    return doc or str(cls.__dict__.get("description") or "") or ERROR_WHEN.get(cls.__name__, "")
 
 
 def errors_page() -> str:
@@ -233,8 +389,7 @@ def errors_page() -> str:
         kind = "the upstream's" if relayed else _code(cls.type)
         code = "the upstream's" if relayed else _code(cls.code)
         indent = "&nbsp;&nbsp;" * depth
-        doc = _first_paragraph(cls.__doc__)
-        lines.append(f"| {indent}`{cls.__name__}` | {status} | {kind} | {code} | {_cell(doc)} |")
+        lines.append(f"| {indent}`{cls.__name__}` | {status} | {kind} | {code} | {_cell(error_when(cls))} |")
     lines += ["", "The tree as `proxy/errors.py` draws it:", "", "```text", _tree_drawing(errors.__doc__ or ""), "```"]
     return "\n".join(lines) + "\n"
 
