@@ -205,6 +205,25 @@ def test_metrics_page_names_every_metric_served(reference: ModuleType) -> None:
         assert f"| `{exposed}` | {family.type} |" in page
 
 
+def test_the_quick_start_and_the_header_walkthrough_are_on_the_site() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    assert nav.startswith("  - Home: index.md\n  - Getting started: getting-started.md\n")
+    home = (ROOT / "docs" / "index.md").read_text()
+    assert "[Getting started](getting-started.md)" in home.split("| guide |", 1)[0]
+    assert "is the front page" not in home
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    quick_start = page.split("## Quick start in front of your upstream", 1)[1].split("\n## ", 1)[0]
+    for step in ("scripts/serve --upstream ", "pip install .", "curl ", "-H 'X-Context-Strategy: reorder'"):
+        assert step in quick_start
+    walkthrough = page.split("## What the headers say", 1)[1].split("\n## ", 1)[0]
+    sent = set(re.findall(r'"(x-context[a-z-]*)"', (ROOT / "proxy" / "request_log.py").read_text()))
+    assert len(sent) >= 9
+    for header in sent:
+        assert f"| `{header}` |" in walkthrough.lower(), f"{header} is not walked through"
+    for line in ("x-context-strategy: reorder", "x-context-format: litm", "x-context-order: 3,1,2"):
+        assert line in quick_start
+
+
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None, reason="mkdocs is not "
                     "installed (the `docs` extra: pip install -e '.[docs]')")  # fmt: skip
 def test_the_site_builds_with_strict_link_checking(tmp_path: Path) -> None:
