@@ -61,24 +61,41 @@ class ProxyError(Exception):
 
 
 class InvalidRequest(ProxyError):
+    """The request is not one the proxy can act on, where no subclass below says why: a field of the wrong type
+    (`stream`, `stream_options`), `n` above 1 with a strategy that makes one answer, a malformed
+    `X-Context-Retries`, or a header or body field naming an upstream URL or key (the upstream is configured)."""
+
     status = 400
     type = "invalid_request_error"
     code = "invalid_request"
 
 
 class MalformedJSON(InvalidRequest):
+    """The body is not valid JSON, or not a JSON object."""
+
     code = "invalid_json"
 
 
 class InvalidMessages(InvalidRequest):
+    """`messages` is missing or empty, or a message is not an object with a non-empty `role` and a `content` the chat
+    API allows (a string or an array of typed parts)."""
+
     code = "invalid_messages"
 
 
 class InvalidStrategy(InvalidRequest):
+    """The strategy selection (`X-Context-Strategy`, the body field `context_strategy`, or the model's default) names
+    an unknown strategy, parameter, ranker or format, a value out of range or above its cap, steps in an order not
+    allowed, or a pipeline whose calls with retries could pass `max_upstream_calls`; refused before any upstream
+    call."""
+
     code = "invalid_strategy"
 
 
 class InvalidPath(InvalidRequest):
+    """The request path is not absolute, holds a control character, a space, a backslash or `;`, a malformed percent
+    escape, or encodes a character that is refused."""
+
     code = "invalid_path"
 
 
@@ -89,12 +106,16 @@ class MalformedHTTP(InvalidRequest):
 
 
 class NotFound(ProxyError):
+    """No route serves the path."""
+
     status = 404
     type = "invalid_request_error"
     code = "not_found"
 
 
 class MethodNotAllowed(ProxyError):
+    """The path is served, but not for this method."""
+
     status = 405
     type = "invalid_request_error"
     code = "method_not_allowed"
@@ -109,24 +130,34 @@ class RequestTimeout(ProxyError):
 
 
 class PayloadTooLarge(ProxyError):
+    """The body is over `max_body_bytes` (refused before it is read where Content-Length says so), or its documents
+    are over `max_documents` or `max_document_bytes`."""
+
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
 
 
 class UnsupportedMediaType(ProxyError):
+    """The body's Content-Type is not `application/json`."""
+
     status = 415
     type = "invalid_request_error"
     code = "unsupported_media_type"
 
 
 class HeadersTooLarge(ProxyError):
+    """The request head is over `max_header_bytes`, or has more than `max_header_count` headers."""
+
     status = 431
     type = "invalid_request_error"
     code = "headers_too_large"
 
 
 class Overloaded(ProxyError):
+    """The process is at `max_in_flight` requests or `max_connections` open connections; answered at once, with
+    Retry-After: 1."""
+
     status = 503
     type = "server_error"
     code = "overloaded"
@@ -139,6 +170,9 @@ class MemoryBudgetExhausted(Overloaded):
 
 
 class NotReady(ProxyError):
+    """The proxy cannot answer this request yet, or any more: the embedder is still loading, a start-up step failed,
+    or the proxy is shutting down."""
+
     status = 503
     type = "server_error"
     code = "not_ready"
@@ -159,6 +193,8 @@ class UpstreamError(UpstreamFailure, ProxyError):
 
 
 class UpstreamUnreachable(UpstreamError):
+    """No connection to the upstream could be opened (refused, not resolved, or past `upstream_connect_timeout`)."""
+
     code = "upstream_unreachable"
 
 
@@ -202,6 +238,9 @@ class UpstreamPoolExhausted(UpstreamError):
 
 
 class UpstreamTimeout(UpstreamError):
+    """An upstream attempt ran past `upstream_timeout` waiting for an answer or the stream's next event, or past
+    `upstream_deadline` in all."""
+
     status = 504
     code = "upstream_timeout"
 

@@ -183,12 +183,7 @@ def _param_row(param: Any) -> str:
     return f"| {_code(param.name)} | {kind} | {default} | {minimum} | {cap} | {_cell(param.description)} |"
 
 
-SUMMARY_CORRECTIONS = {
-    "Keeps the `top` most relevant documents and those within `margin` of the best score; never none.": (
-        "Keeps the documents within `margin` of the best score, at most `top` of them, in the client's order; never "
-        "none."
-    ),
-}
+SUMMARY_CORRECTIONS: dict[str, str] = {}
 """A class docstring's summary that says other than its code does, and what the page says instead, until the
 docstring is mended (`filter` keeps those within `margin`, then at most `top`: docs/strategies.md). Keyed by the text
 itself, so a mended docstring is read as it is; tests/test_docs.py flags an entry that no longer corrects anything."""
@@ -329,34 +324,7 @@ def error_classes() -> Iterator[tuple[int, type[ProxyError]]]:
     return walk(errors.ProxyError, 0)
 
 
-ERROR_WHEN = {
-    "InvalidRequest": "The request is not one the proxy can act on, where no subclass below says why: a field of the "
-    "wrong type (`stream`, `stream_options`), `n` above 1 with a strategy that makes one answer, a malformed "
-    "`X-Context-Retries`, or a header or body field naming an upstream URL or key (the upstream is configured).",
-    "MalformedJSON": "The body is not valid JSON, or not a JSON object.",
-    "InvalidMessages": "`messages` is missing or empty, or a message is not an object with a non-empty `role` and a "
-    "`content` the chat API allows (a string or an array of typed parts).",
-    "InvalidStrategy": "The strategy selection (`X-Context-Strategy`, the body field `context_strategy`, or the "
-    "model's default) names an unknown strategy, parameter, ranker or format, a value out of range or above its cap, "
-    "steps in an order not allowed, or a pipeline whose calls with retries could pass `max_upstream_calls`; refused "
-    "before any upstream call.",
-    "InvalidPath": "The request path is not absolute, holds a control character, a space, a backslash or `;`, a "
-    "malformed percent escape, or encodes a character that is refused.",
-    "NotFound": "No route serves the path.",
-    "MethodNotAllowed": "The path is served, but not for this method.",
-    "PayloadTooLarge": "The body is over `max_body_bytes` (refused before it is read where Content-Length says so), or "
-    "its documents are over `max_documents` or `max_document_bytes`.",
-    "UnsupportedMediaType": "The body's Content-Type is not `application/json`.",
-    "HeadersTooLarge": "The request head is over `max_header_bytes`, or has more than `max_header_count` headers.",
-    "Overloaded": "The process is at `max_in_flight` requests or `max_connections` open connections; answered at once, "
-    "with Retry-After: 1.",
-    "NotReady": "The proxy cannot answer this request yet, or any more: the embedder is still loading, a start-up step "
-    "failed, or the proxy is shutting down.",
-    "UpstreamUnreachable": "No connection to the upstream could be opened (refused, not resolved, or past "
-    "`upstream_connect_timeout`).",
-    "UpstreamTimeout": "An upstream attempt ran past `upstream_timeout` waiting for an answer or the stream's next "
-    "event, or past `upstream_deadline` in all.",
-}
+ERROR_WHEN: dict[str, str] = {}
 """What the page says an error class is for where the class carries neither docstring nor `description`: the one
 place this text lives until `proxy/errors.py` carries it. A class's own docstring or `description` wins."""
 

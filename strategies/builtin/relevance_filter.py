@@ -15,7 +15,8 @@ from strategies.plugin import ChatRequest, Param, Params, StepContext, Transform
 
 
 class RelevanceFilter(Transform):
-    """Keeps the `top` most relevant documents and those within `margin` of the best score; never none."""
+    """Keeps the documents within `margin` of the best score, at most `top` of them, in the client's order; never
+    none."""
 
     name: ClassVar[str] = "filter"
     ranks: ClassVar[bool] = True
