@@ -28,6 +28,9 @@ LABELS = {
     "reference-2": SAME_DEFAULTS,
     "reference-rankers": {"reorder; order=promote; ranker=minilm": "reorder; order=promote"},
     "reference-langchain-stuff": BEFORE_PROMOTE,
+    "reference-langchain-chunks": {},
+    "reference-focus-repeat": {},
+    "reference-focus-chunks": {},
 }
 REGIMES = {"easy": "standard", "hard": "hard"}
 PROBES, PROBES_HEADING = "probes", "Positional probes"
