@@ -39,7 +39,6 @@ SELECTIONS = [
     "reorder, query-aware, medoid; k=3",
     "focus",
     "repeat",
-    "filter, focus",
 ]
 
 
