@@ -38,6 +38,9 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
+_NOT_SPACE = re.compile(r"\S")
+"""Searched from a line's end: it stops at the next character that is not a space, so a region of a thousand
+`a:` paragraphs is not read again to the end for each of them."""
 _MAX_KEY_WORDS = 4
 """A label has a few words (`Source`, `Retrieved from`); a sentence with a colon (`The answer is simple: ...`)
 has more."""
@@ -162,7 +165,7 @@ def _opening_kind(text: str, at: int, end: int) -> str | None:
     key = _KEY_LINE.match(line)
     if key is None or len(key.group("key").split()) > _MAX_KEY_WORDS:
         return None
-    if not line[key.end() :].strip() and (line_end == -1 or not text[line_end:end].strip()):
+    if not line[key.end() :].strip() and (line_end == -1 or _NOT_SPACE.search(text, line_end, end) is None):
         return None  # a label with nothing after it or under it heads no chunk
     return _DIGITS.sub("#", key.group("key").lower())
 

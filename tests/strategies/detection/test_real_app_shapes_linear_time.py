@@ -52,6 +52,15 @@ HOSTILE_TEXTS = {
     "marker-word-then-one-long-blank-line": megabyte(" ", head="Result"),
     "marker-words-then-long-blank-lines": megabyte("doc" + " " * 16_000 + "\n"),
     "marker-word-then-tabs": megabyte("\t", head="Source"),
+    # Chunk boundaries (strategies/detection/chunks.py): separator lines, their look-alikes, blank runs, labels.
+    "separator-lines-only": megabyte("---\n", head="Context:\n", tail="Question: q"),
+    "separator-lines-of-two-kinds": megabyte("x\n---\ny\n***\n", head="Context:\n", tail="Question: q"),
+    "title-underlines": megabyte("abc\n---\n\n", head="Context:\n", tail="Question: q"),
+    "a-rule-line-that-ends-in-text": "Context:\n" + "-" * MB + "x\n\nQuestion: q",
+    "spaced-rules-that-end-in-text": megabyte("* ", head="Context:\n", tail="x\n\nQuestion: q"),
+    "blank-line-runs": megabyte("x\n\n\n", head="Context:\n", tail="Question: q"),
+    "empty-labels-in-paragraphs": megabyte("a:\n\n", head="Context:\n", tail="Question: q"),
+    "labels-then-blank-space": "Context:\na:\n\n" + " " * MB + "\nQuestion: q",
 }
 
 
