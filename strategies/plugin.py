@@ -65,6 +65,7 @@ __all__ = [
     "rank",
     "send_once",
     "sum_usage",
+    "text_fits",
     "with_prior_usage",
     "with_usage",
 ]
@@ -263,6 +264,19 @@ class StepContext:
     def fall_back(self, reason: str) -> None:
         """Mark the step now running as having fallen back to a plain call, and why."""
         self.note(f"fallback={reason}")
+
+
+def text_fits(request: ChatRequest, context: StepContext) -> bool:
+    """Whether a line of text may be added beside the request's documents (`request.block` set): not in a JSON
+    list or a run of messages, and not without a question. Where it may not, the step notes why (`skipped=...`)."""
+    assert request.block is not None
+    if not request.block.takes_text:
+        context.note("skipped=format")  # a JSON list or a run of messages has no place for a line of text
+        return False
+    if not request.question:
+        context.note("skipped=no-question")
+        return False
+    return True
 
 
 async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ranking:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank
+from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
 from strategies.spans import DocumentFormat
 
 QUOTED_WORDS = 12
@@ -39,13 +39,7 @@ class Focus(Transform):
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         target = request if request.documents else request.unmovable
-        if target is None or target.block is None:
-            return request
-        if not target.block.takes_text:
-            context.note("skipped=format")  # a JSON list or a run of messages has no place for a line of text
-            return request
-        if not target.question:
-            context.note("skipped=no-question")
+        if target is None or target.block is None or not text_fits(target, context):
             return request
         ranking = await rank(target, params, context)
         chosen = ranking.order()[: int(params["top"])]

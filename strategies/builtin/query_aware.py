@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Params, StepContext, Transform
+from strategies.plugin import ChatRequest, Params, StepContext, Transform, text_fits
 
 
 class QueryAware(Transform):
@@ -15,11 +15,7 @@ class QueryAware(Transform):
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         assert request.block is not None
-        if not request.block.takes_text:
-            context.note("skipped=format")  # a JSON list or a run of messages has no place for a line of text
-            return request
-        if not request.question:
-            context.note("skipped=no-question")
+        if not text_fits(request, context):
             return request
         line = f"Question: {request.question}"
         if request.question in request.block.head and request.question not in request.block.tail:

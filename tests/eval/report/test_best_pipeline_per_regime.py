@@ -158,7 +158,8 @@ def test_one_row_per_task_and_variant_from_the_lifts_over_all_sizes() -> None:
     assert [line.split(" | ")[1] for line in section if line.startswith("| litm-qa")] == ["standard", "hard"]
 
 
-def sample(strategy: str, variant: str, index: int, score: float) -> Sample:
+def sample(strategy: str, variant: str, index: int, score: float, *, latency_s: float = 1.0, calls: int = 1) -> Sample:
+    """One litm-qa answer at 10 documents, the gold at index 4."""
     return Sample.of(
         {
             "task": "litm-qa",
@@ -170,10 +171,10 @@ def sample(strategy: str, variant: str, index: int, score: float) -> Sample:
             "case": f"litm-qa|{variant}|10|4|{index}",
             "score": score,
             "error": None,
-            "latency_s": 1.0,
+            "latency_s": latency_s,
             "prompt_tokens": 100,
             "completion_tokens": 5,
-            "upstream_calls": 1,
+            "upstream_calls": calls,
             "applied": strategy,
         }
     )

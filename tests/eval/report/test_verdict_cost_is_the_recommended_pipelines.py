@@ -10,30 +10,14 @@ from eval.cases import Sample
 from eval.report.html import render_html
 from eval.report.markdown import render_markdown
 from eval.verdicts.results import RunInfo, results
+from tests.eval.report.test_best_pipeline_per_regime import sample as litm_sample
 
 LATENCY_S = {"none": 1.0, "reorder": 2.0, "recite": 3.0}
 CALLS = {"none": 1, "reorder": 1, "recite": 2}
 
 
 def sample(strategy: str, variant: str, index: int, score: float) -> Sample:
-    return Sample.of(
-        {
-            "task": "litm-qa",
-            "variant": variant,
-            "size": 10,
-            "position": 4,
-            "sample": index,
-            "strategy": strategy,
-            "case": f"litm-qa|{variant}|10|4|{index}",
-            "score": score,
-            "error": None,
-            "latency_s": LATENCY_S[strategy],
-            "prompt_tokens": 100,
-            "completion_tokens": 5,
-            "upstream_calls": CALLS[strategy],
-            "applied": strategy,
-        }
-    )
+    return litm_sample(strategy, variant, index, score, latency_s=LATENCY_S[strategy], calls=CALLS[strategy])
 
 
 def report(tmp_path: Path) -> tuple[str, str]:
