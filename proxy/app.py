@@ -161,8 +161,10 @@ def create_app(
             strategies=state.registry.names(),
             policy=state.policy.source,
             policy_rules=len(state.policy.rules),
-            rankers=sorted(rankers),
+            rankers=sorted(state.registry.ranker_names()),
+            rankers_unavailable=sorted(unavailable),
             default_ranker=settings.default_ranker,
+            embedder="loading" if real_embedder is not None else ("given" if embedder is not None else "none"),
         )
         if state.shadow is not None:
             state.shadow.start()
