@@ -40,7 +40,7 @@ from proxy.policy import BUILT_IN, PolicyError, PolicyMissing, load_policy
 from proxy.remote_rankers import ServiceRanker, build_rankers
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
-from proxy.shadow.budget import ShadowBudget, local_upstream
+from proxy.shadow.budget import ShadowBudget
 from proxy.shadow.evaluation import Shadow
 from proxy.shadow.sink import ShadowSink, sink_path
 from proxy.state import ProxyState, proxy_state
@@ -257,14 +257,11 @@ def _shadow(
     )
     sink = ShadowSink(sink_path(settings.shadow_sink), settings.shadow_sink_max_bytes) if settings.shadow_sink else None
     # Without an operator key a shadow call carries the client's own credentials: the operator's evaluation
-    # billed to the client (about four calls per sample, ten with probes), unless the operator says so or the
-    # upstream is on this machine, where no one is billed per call.
-    local = local_upstream(str(settings.upstream_url))
-    may_call = key is not None or settings.shadow_use_client_key or local
+    # billed to the client (about four calls per sample, ten with probes), only where the operator says so. Not
+    # even for an upstream on this machine: a local gateway (LiteLLM, a company proxy) may bill a paid API per call.
+    may_call = key is not None or settings.shadow_use_client_key
     if not may_call:
         log.warning("shadow evaluation samples nothing: no upstream_api_key, and shadow_use_client_key is off")
-    elif key is None and not settings.shadow_use_client_key:
-        log.info("shadow calls carry the client's credentials to the local upstream", upstream=settings.upstream_url)
     return Shadow(
         rate=settings.shadow_rate,
         candidates=candidates,

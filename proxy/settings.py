@@ -342,8 +342,9 @@ class Settings(BaseSettings):
         description="Without an operator key (upstream_api_key), let shadow calls carry the sampled client's own "
         "credentials: each sampled request then costs that client about four more upstream calls (ten with "
         "probes), billed to it. Off: without an operator key shadow evaluation runs nothing, and each drawn sample "
-        "is counted as skipped (contextlift_shadow_samples, outcome skipped-no-key), unless the upstream is on this "
-        "machine (localhost, a loopback address), which bills no one per call.",
+        "is counted as skipped (contextlift_shadow_samples, outcome skipped-no-key), an upstream on this machine "
+        "included: a local gateway may bill a paid API per call. For the embedded model or a local llama.cpp, turn "
+        "it on.",
     )
     shadow_probes: bool = Field(
         False,

@@ -44,8 +44,8 @@ class ShadowBudget:
 
 
 def local_upstream(url: str) -> bool:
-    """Whether `url` is on this machine (a loopback name or address): a local server bills no one per call, so shadow
-    calls may carry the client's own credentials to it, where they went for the client's own request."""
+    """Whether `url` is on this machine (a loopback name or address). `contextlift eval` runs a large run against
+    one without asking first. Shadow calls do not read it: a local gateway may still bill a paid API per call."""
     host = (urlsplit(url).hostname or "").rstrip(".").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True

@@ -16,7 +16,6 @@ pytestmark = pytest.mark.e2e
 # Not the agent shapes: llama.cpp's server refuses an assistant message whose content is null (the tool call's),
 # sent straight to it as much as through the proxy; the fake-upstream tests cover those shapes.
 SHAPES = {
-    "langchain-stuff-system": "paragraphs; region=cue",
     "llamaindex-query-engine": "metadata-blocks; region=fence",
     "dspy-context": "numbered; region=label",
 }
@@ -35,4 +34,20 @@ def test_a_framework_request_is_reordered_on_the_real_model(sdk: openai.OpenAI, 
     assert raw.headers["x-context-format"] == SHAPES[name]
     assert raw.headers["x-context-documents"] == str(len(prompt.documents))
     assert raw.headers["x-context-strategy"] == "reorder"
+    assert raw.parse().choices[0].message.content is not None
+
+
+def test_langchains_default_join_goes_to_the_real_model_as_it_came(sdk: openai.OpenAI) -> None:
+    # Its documents are joined by blank lines alone: a chunk's own paragraph break would look the same, so the proxy
+    # moves nothing (tests/strategies/detection/test_real_chunks_never_split.py) and the model answers all the same.
+    prompt = next(p for p in framework_prompts() if p.name == "langchain-stuff-system")
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2",
+        messages=copy.deepcopy(prompt.body)["messages"],
+        max_tokens=16,
+        extra_headers={"X-Context-Strategy": "reorder"},
+    )
+    assert raw.headers["x-context-format"] == "none: ambiguous-chunks"
+    assert raw.headers["x-context-documents"] == "0"
+    assert raw.headers["x-context-strategy"] == "none"
     assert raw.parse().choices[0].message.content is not None

@@ -37,14 +37,17 @@ def test_without_an_operator_key_a_sample_is_skipped_and_counted_not_billed_to_t
 
 
 @pytest.mark.parametrize("local", ["http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"])
-def test_a_local_upstream_is_sampled_without_a_key_as_it_bills_no_one(
-    make_client: Any, fake: FakeUpstream, local: str
-) -> None:
-    on = make_client(upstream_url=local, shadow_rate=1.0, shadow_strategies=["reorder"])
+def test_a_local_upstream_spends_no_client_key_unasked_either(make_client: Any, fake: FakeUpstream, local: str) -> None:
+    # A local gateway may bill a paid API per call: the client's key is spent on shadow calls only when asked.
+    off = make_client(upstream_url=local, shadow_rate=1.0, shadow_strategies=["reorder"])
+    off.post("/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {CLIENT_KEY}"})
+    settle(off)
+    assert shadow_of(off).records == 0
+    assert metric(off, "contextlift_shadow_samples_total", outcome="skipped-no-key") == 1
+    on = make_client(upstream_url=local, shadow_rate=1.0, shadow_strategies=["reorder"], shadow_use_client_key=True)
     on.post("/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {CLIENT_KEY}"})
     settle(on)
     assert shadow_of(on).records == 1
-    assert metric(on, "contextlift_shadow_samples_total", outcome="skipped-no-key") == 0
 
 
 def test_with_an_operator_key_shadow_runs_on_it(make_client: Any, fake: FakeUpstream) -> None:
