@@ -60,7 +60,7 @@ async def test_batches_of_at_most_the_batch_size_give_the_same_vectors_as_one_ca
 
 async def test_embedding_and_token_counts_run_off_the_event_loop() -> None:
     embedder, tokenizer = SlowFakeEmbedder(), ThreadRecordingFakeTokenizer()
-    pipeline = build_registry().resolve(parse_selection("reorder; budget=50"), {})
+    pipeline = build_registry().resolve(parse_selection("reorder; budget=50; ranker=minilm"), {})
     services = Services(embedder=embedder, tokenizer=tokenizer)
     await run_pipeline(pipeline, parse_request(tiny_documents(300)), ScriptedUpstream("ok"), services)
     loop_thread = threading.get_ident()
@@ -72,7 +72,7 @@ async def test_embedding_and_token_counts_run_off_the_event_loop() -> None:
 async def test_a_cancelled_reorder_stops_after_the_batch_in_progress() -> None:
     # 20,000 tiny documents kept a core busy for minutes after the client had gone.
     embedder = SlowFakeEmbedder(seconds=0.2)
-    pipeline = build_registry().resolve(parse_selection("reorder"), {})
+    pipeline = build_registry().resolve(parse_selection("reorder; ranker=minilm"), {})
     request = parse_request(tiny_documents(20_000))
     task = asyncio.create_task(run_pipeline(pipeline, request, ScriptedUpstream("ok"), Services(embedder=embedder)))
     assert await asyncio.to_thread(embedder.started.wait, 5)
