@@ -129,8 +129,8 @@ def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _serve(args: argparse.Namespace, settings: Settings) -> NoReturn:
     from proxy.app import create_app
 
-    with upstream_for(settings) as upstream_url:
-        settings = settings.model_copy(update={"upstream_url": upstream_url})
+    with upstream_for(settings) as upstream:
+        settings = settings.model_copy(update={"upstream_url": upstream.url})
         app = create_app(settings)
         server = build_server(app, settings, on_drain=app.state["proxy"].begin_shutdown)
         log.info("listening", url=f"http://{settings.host}:{settings.port}/v1")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -16,9 +17,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import structlog
@@ -61,15 +63,26 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def server_command(
-    model_path: Path, *, host: str, port: int, alias: str, context: int, threads: int | None
+    model_path: Path,
+    *,
+    host: str,
+    port: int,
+    alias: str,
+    context: int,
+    threads: int | None,
+    seed: int = 0,
+    reuse_prompt: bool = False,
+    identity: Path | None = None,
 ) -> list[str]:
-    """The command line of llama-cpp-python's OpenAI-compatible server."""
+    """The command line of llama-cpp-python's OpenAI-compatible server, started through `proxy.local_model_server`
+    so that its answers reproduce (see there)."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise LocalModelError(
             "the embedded model needs llama-cpp-python[server]: pip install 'contextlift[local-model]'"
         )
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-m", "proxy.local_model_server",
+        "--contextlift-seed", str(seed),
         "--model", str(model_path),
         "--model_alias", alias,
         "--host", host,
@@ -81,6 +94,10 @@ def server_command(
     # "unset" means all the CPUs this process may run on, for generation and prompt processing alike.
     threads = threads or len(os.sched_getaffinity(0))
     command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    if reuse_prompt:
+        command.append("--contextlift-reuse-prompt")
+    if identity is not None:
+        command += ["--contextlift-identity", str(identity)]
     return command
 
 
@@ -96,6 +113,8 @@ class LocalModel:
         alias: str = "smollm2-135m-instruct",
         context: int = 8192,
         threads: int | None = None,
+        seed: int = 0,
+        reuse_prompt: bool = False,
         startup_timeout: float = 180.0,
         quiet: bool = False,
     ) -> None:
@@ -105,11 +124,17 @@ class LocalModel:
         self.alias = alias
         self.context = context
         self.threads = threads
+        self.seed = seed
+        self.reuse_prompt = reuse_prompt
+        self.identity: dict[str, Any] | None = None
+        """What its answers depend on (server version and build, model file and hash, settings), read from the
+        server once it answers; None before, or where the server did not write it."""
         self.startup_timeout = startup_timeout
         self.quiet = quiet
         """Send the server's own output (an access line per request) to a temporary file, not this terminal."""
         self._process: subprocess.Popen[bytes] | None = None
         self._output: IO[bytes] | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def base_url(self) -> str:
@@ -122,6 +147,8 @@ class LocalModel:
         Raises:
             LocalModelError: the server exited or did not answer within the start-up timeout.
         """
+        self._scratch = tempfile.TemporaryDirectory(prefix="contextlift-model-")
+        identity = Path(self._scratch.name) / "identity.json"
         command = server_command(
             self.model_path,
             host=self.host,
@@ -129,6 +156,9 @@ class LocalModel:
             alias=self.alias,
             context=self.context,
             threads=self.threads,
+            seed=self.seed,
+            reuse_prompt=self.reuse_prompt,
+            identity=identity,
         )
         log.info("starting local model", model=self.model_path.name, url=self.base_url)
         self._output = tempfile.TemporaryFile() if self.quiet else None  # noqa: SIM115 - closed by stop()
@@ -143,6 +173,8 @@ class LocalModel:
         except BaseException:
             self.stop()
             raise
+        with contextlib.suppress(OSError, ValueError):
+            self.identity = json.loads(identity.read_text(encoding="utf-8"))
         log.info("local model ready", url=self.base_url)
         return self.base_url
 
@@ -177,9 +209,12 @@ class LocalModel:
         """Stop the server: SIGTERM, then SIGKILL after 10 s."""
         process, self._process = self._process, None
         output, self._output = self._output, None
+        scratch, self._scratch = self._scratch, None
         with contextlib.ExitStack() as stack:
             if output is not None:
                 stack.callback(output.close)
+            if scratch is not None:
+                stack.callback(scratch.cleanup)
             if process is not None and process.poll() is None:
                 _terminate(process)
 
@@ -224,16 +259,26 @@ def local_model_for(
         alias=settings.local_model_alias,
         context=settings.local_model_context,
         threads=settings.local_model_threads,
+        seed=settings.local_model_seed,
+        reuse_prompt=settings.local_model_reuse_prompt,
         startup_timeout=settings.local_model_startup_timeout,
         quiet=quiet,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    url: str
+    """The OpenAI base URL."""
+    identity: dict[str, Any] | None = None
+    """The embedded model's `LocalModel.identity`; None for an upstream this process did not start."""
+
+
 @contextlib.contextmanager
-def upstream_for(settings: Settings, *, quiet: bool = False) -> Iterator[str]:
-    """The configured upstream's base URL, or the embedded model's, started for the life of the block."""
+def upstream_for(settings: Settings, *, quiet: bool = False) -> Iterator[Upstream]:
+    """The configured upstream, or the embedded model, started for the life of the block."""
     if settings.upstream_url:
-        yield settings.upstream_url
+        yield Upstream(settings.upstream_url)
         return
     with local_model_for(settings, quiet=quiet) as model:
-        yield model.base_url
+        yield Upstream(model.base_url, model.identity)

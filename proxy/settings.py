@@ -406,6 +406,19 @@ class Settings(BaseSettings):
     local_model_startup_timeout: float = Field(
         180.0, gt=0, description="Seconds to wait for the embedded model to answer its first request."
     )
+    local_model_seed: int = Field(
+        0,
+        ge=0,
+        le=2**32 - 1,
+        description="Sampling seed of every request to the embedded model that names none, so that the same prompt "
+        "gets the same answer at any temperature, whatever was asked before it.",
+    )
+    local_model_reuse_prompt: bool = Field(
+        False,
+        description="Let the embedded model reuse the part of the previous prompt that a request starts with: faster "
+        "on prompts that share a prefix, but the same prompt can then get another answer depending on what came "
+        "before it (an eval's answers stop reproducing).",
+    )
 
     @classmethod
     def settings_customise_sources(
