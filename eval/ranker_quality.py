@@ -10,8 +10,10 @@ distractors in their order around it. It is the regime where the client's own or
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
+import shlex
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -20,7 +22,7 @@ from typing import Any
 
 from eval.cases import Case
 from eval.plan import build_cases, make_plan
-from eval.sources import find_sources
+from eval.sources import Sources, find_sources
 from eval.verdicts.stats import wilson
 from strategies import ChatRequest, parse_request
 from strategies.embedder import Embedder
@@ -32,6 +34,8 @@ RETRIEVER_DECAY = 0.6
 in 78%, so the client's order is a signal without being the answer (a dense retriever's top-1 accuracy on NQ is
 about 45%, its top-5 about 70%: Karpukhin et al. 2020, table 2)."""
 RETRIEVER = "retriever"
+VARIANTS = {"easy": "standard", "squad": "hard-squad"}
+"""The regimes reported under another variant name: the names `contextlift eval` gives their cases."""
 
 
 def retriever_ordered(cases: Sequence[Case], seed: int) -> list[Case]:
@@ -155,9 +159,9 @@ def run(
         [f"litm-qa.distractors={','.join(built)}"],
         seed,
     )
-    cases, _ = build_cases(plan, find_sources(data))
-    variants = {"easy": "standard", "squad": "hard-squad"}
-    wanted = {variants.get(r, r) for r in regimes}
+    sources = find_sources(data)
+    cases, notes = build_cases(plan, sources)
+    wanted = {VARIANTS.get(r, r) for r in regimes}
     # The gold first, in the middle and last: the client's order is no signal there (gold first in a third).
     chosen = [c for c in cases if c.position is not None and c.variant in wanted]
     if RETRIEVER in regimes:
@@ -166,15 +170,77 @@ def run(
     if embedder is None and {"minilm", "fusion"} & set(rankers):
         from strategies import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder()
+        # On the CPU even where there is a GPU: there MiniLM runs in fp16 on other kernels, whose cosines need not
+        # round a near-tie as the committed table's fp32 ones did.
+        embedder = SentenceTransformerEmbedder(device="cpu")
     rows = summarise(asyncio.run(gold_ranks(chosen, rankers, embedder)))
     out.mkdir(parents=True, exist_ok=True)
-    note = (
-        f"litm-qa (the paper's prompt), seed {seed}, {samples} questions per regime and size, each with the gold "
-        f"first, in the middle and last (so `client` ranks it first in a third of the cases), except `retriever`: "
-        f"one case per hard question, the gold's rank drawn as {RETRIEVER_DECAY} ** rank. Regimes: "
-        f"{', '.join(regimes)}."
-    )
-    (out / "rankers.md").write_text(render(rows, note), encoding="utf-8")
+    command = command_line(sizes, samples, regimes, rankers, data, seed)
+    preamble = _preamble(command, samples, seed, regimes, _data_read(sources, sizes, regimes, data), notes)
+    (out / "rankers.md").write_text(render(rows, preamble), encoding="utf-8")
     (out / "rankers.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return rows
+
+
+def command_line(
+    sizes: Sequence[int], samples: int, regimes: Sequence[str], rankers: Sequence[str], data: Path | None, seed: int
+) -> str:
+    """The `eval-rankers` command that asks for exactly this run, every option spelled out and `--out DIR`."""
+    words = ["contextlift", "eval-rankers", "--out", "DIR", "--regimes", ",".join(regimes)]
+    words += ["--sizes", ",".join(map(str, sizes)), "--samples", str(samples), "--rankers", ",".join(rankers)]
+    words += ["--seed", str(seed)] + (["--data", str(data)] if data is not None else [])
+    return shlex.join(words)
+
+
+def _data_read(sources: Sources, sizes: Sequence[int], regimes: Sequence[str], data: Path | None) -> list[str]:
+    """Each file the regimes' cases come from, by its place under `--data` and its sha256."""
+    files: list[Path] = []
+    if "easy" in regimes:  # `hard` is generated whatever the folder holds
+        files += [path for size, _, path in sources.qa_positional if size in sizes]
+        files += [sources.qa_oracle] if sources.qa_oracle else []
+    if "squad" in regimes and sources.squad:
+        files.append(sources.squad)
+    return [
+        f"`{path.relative_to(data).as_posix() if data else path}` "
+        f"(sha256 {hashlib.sha256(path.read_bytes()).hexdigest()})"
+        for path in files
+    ]
+
+
+def _preamble(
+    command: str,
+    samples: int,
+    seed: int,
+    regimes: Sequence[str],
+    read: Sequence[str],
+    notes: Sequence[str],
+) -> str:
+    """What the table is, the command that wrote it, the data it read, and what another machine may change."""
+    named = ", ".join(f"{r} (reported as `{VARIANTS[r]}`)" if r in VARIANTS else r for r in regimes)
+    return "\n".join(
+        [
+            f"litm-qa (the paper's prompt), seed {seed}, {samples} questions per regime and size, each with the gold "
+            f"first, in the middle and last (so `client` ranks it first in a third of the cases), except "
+            f"`retriever`: one case per hard question, the gold's rank drawn as {RETRIEVER_DECAY} ** rank. "
+            f"Regimes: {named}.",
+            "",
+            "Written by this command, run from the project's root; on the code this page was committed with it "
+            "gives this page and `rankers.json` back byte for byte:",
+            "",
+            "```bash",
+            command,
+            "```",
+            "",
+            f"Data read: {', '.join(read)}." if read else "Data read: none (every case generated).",
+            "",
+            "The cases, as the task describes them:",
+            "",
+            *(f"- {note}" for note in notes),
+            "",
+            "What can differ elsewhere: the `--data` path on the command line (the figures depend on the files "
+            "alone, named by their hashes above); without the NQ-Open file, or without `--data`, `easy` is generated "
+            "fictional-fact QA: other questions, other figures. `minilm` and `fusion` rank by MiniLM's cosines, "
+            "computed on the CPU in fp32 on every machine; another torch build or processor could still round a "
+            "near-tie the other way.",
+        ]
+    )
