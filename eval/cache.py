@@ -32,6 +32,10 @@ class Answer:
     cache's lines always have."""
     status: int | None = None
     error: str | None = None
+    upstream: str | None = None
+    """The fingerprint of the upstream that answered (`eval.identity`); None in a line written before it was kept."""
+    run: str | None = None
+    """The run that asked (`eval.identity.new_run_id`)."""
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Answer:
@@ -47,6 +51,8 @@ class Answer:
             applied=record.get("applied"),
             status=record.get("status"),
             error=record.get("error"),
+            upstream=record.get("upstream"),
+            run=record.get("run"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -65,10 +71,15 @@ def request_key(model: str, strategy: str, body: dict[str, Any]) -> str:
 
 class ResponseCache:
     """Entries appended as answers arrive and flushed at once, so a killed run loses at most the requests in
-    flight. A torn last line (the process killed mid-write) is skipped on load."""
+    flight. A torn last line (the process killed mid-write) is skipped on load.
 
-    def __init__(self, path: Path) -> None:
+    With `upstream` (a fingerprint) an answer is reused only if that upstream gave it: one from another upstream, or
+    from before upstreams were recorded, is asked again, and `reasked` counts those."""
+
+    def __init__(self, path: Path, upstream: str | None = None) -> None:
         self.path = path
+        self.upstream = upstream
+        self._reasked: set[str] = set()
         self._entries: dict[str, Answer] = {}
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
@@ -90,7 +101,20 @@ class ResponseCache:
         return len(self._entries)
 
     def get(self, key: str) -> Answer | None:
-        return self._entries.get(key)
+        entry = self._entries.get(key)
+        if entry is not None and self.upstream is not None and entry.upstream != self.upstream:
+            self._reasked.add(key)
+            return None
+        return entry
+
+    @property
+    def reasked(self) -> int:
+        """Requests asked again so far because their cached answer came from another upstream."""
+        return len(self._reasked)
+
+    def reusable(self) -> int:
+        """How many cached answers this run may reuse."""
+        return sum(1 for e in self._entries.values() if self.upstream is None or e.upstream == self.upstream)
 
     def put(self, answer: Answer) -> None:
         if self._handle is None:

@@ -8,6 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+REASKED = "none (re-asked)"
+"""The A/A arm: `none` asked again, on a sample of the cases, after every other request of the run. How often its
+answers differ from `none`'s is the upstream's own noise, the floor a lift must clear (eval.verdicts.results)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Case:
@@ -81,6 +85,10 @@ class Sample:
     status: int | None = None
     error: str | None = None
     cached: bool = False
+    upstream: str | None = None
+    """The fingerprint of the upstream that answered (`eval.identity`); None in a file written before it was kept."""
+    run: str | None = None
+    """The run that asked; a cached answer keeps the run that first asked."""
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Sample:

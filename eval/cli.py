@@ -147,7 +147,8 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
 
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     # The proxy started for an eval logs warnings only: the progress bar is the output.
-    return {"upstream_url": args.upstream, "log_level": "warning"}
+    # The seed of medoid's permutations and voting calls too: a request is answered the same way in every run.
+    return {"upstream_url": args.upstream, "log_level": "warning", "strategy_seed": args.seed}
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
@@ -164,8 +165,10 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from eval.local_proxy import proxy_in_process
 
-        with proxy_in_process(settings, args.port) as proxy_url:
-            code = _reporting_eval_errors(lambda: run_eval(args, proxy_url, local=local))
+        with proxy_in_process(settings, args.port) as proxy:
+            code = _reporting_eval_errors(
+                lambda: run_eval(args, proxy.url, local=local, upstream_identity=proxy.upstream_identity)
+            )
     if code == 0 and args.write_policy is not None and not args.shard:
         return _write_policy([args.out], args.max_cost, args.write_policy)
     return code

@@ -14,6 +14,7 @@ import httpx
 
 from eval.cache import ResponseCache
 from eval.cost import confirmed, estimate, render
+from eval.identity import identify, new_run_id
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.report.publish import read_info, write_report, write_samples
 from eval.runner import Progress, Runner, Target, jobs
@@ -62,6 +63,14 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--seed", type=int, default=0, help="seed of every generated case (default 0)")
     add(
+        "--reasked",
+        type=int,
+        default=30,
+        metavar="N",
+        help="ask `none` again on up to N cases per task and variant, after the rest: how often the answers differ is "
+        "the upstream's own noise, the floor a lift must clear (default 30; 0: not measured)",
+    )
+    add(
         "--replay",
         type=Path,
         metavar="CAPTURED.jsonl",
@@ -90,10 +99,17 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for the merged report")
 
 
-def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = True) -> int:
+def run_eval(
+    args: argparse.Namespace,
+    proxy_url: str | None,
+    *,
+    local: bool = True,
+    upstream_identity: dict[str, Any] | None = None,
+) -> int:
     """Builds the cases, says what sending them costs, sends them through the proxy at `proxy_url`, writes the
     report. `proxy_url` None: a dry run (nothing is sent, SWiM's questions from `--documents` not generated);
-    `local`: the upstream is on this machine, so a large run starts without asking."""
+    `local`: the upstream is on this machine, so a large run starts without asking; `upstream_identity`: the
+    embedded model's, where it is the upstream (else the proxy's model listing names it)."""
     try:
         plan = make_plan(
             args.profile,
@@ -110,12 +126,17 @@ def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = T
         raise EvalError(str(error)) from None
     if args.concurrency < 1:
         raise EvalError("--concurrency must be at least 1")
+    if args.reasked < 0:
+        raise EvalError("--reasked must be 0 or more")
     if proxy_url is None:
         return _dry_run(args, plan, shard)
     base_url = proxy_url.rstrip("/") if proxy_url.rstrip("/").endswith("/v1") else proxy_url.rstrip("/") + "/v1"
     model = args.model or _first_model(base_url, args.api_key)
-    cache = ResponseCache(args.cache or args.out / "responses.jsonl")
-    runner = Runner(Target(base_url, model, args.api_key, args.timeout, args.retries), cache, args.concurrency)
+    upstream = identify(base_url, model, args.api_key, upstream_identity)
+    run = new_run_id()
+    cache = ResponseCache(args.cache or args.out / "responses.jsonl", upstream.fingerprint)
+    target = Target(base_url, model, args.api_key, args.timeout, args.retries, upstream=upstream.fingerprint, run=run)
+    runner = Runner(target, cache, args.concurrency)
     try:
         if args.replay is not None:
             cases, notes = replay.build(args.replay, runner.ask, args.seed)
@@ -123,10 +144,12 @@ def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = T
             sources = find_sources(args.data, args.documents)
             cases, notes = build_cases(plan, sources, runner.ask)
         cases = [c for c in cases if in_shard(c, shard)]
-        work = jobs(cases, plan.strategies)
+        work = jobs(cases, plan.strategies, args.reasked, args.seed)
         cost = estimate(cases, work)
-        print(f"contextlift eval: {render(cost, base_url)}\n({len(cache)} answers cached in {cache.path}: not sent)",
-              file=sys.stderr)  # fmt: skip
+        others = len(cache) - cache.reusable()
+        print(f"contextlift eval: {render(cost, base_url)}\n({cache.reusable()} answers cached in {cache.path}: not "
+              f"sent" + (f"; {others} more from another upstream, asked again" if others else "") + ")\n"
+              f"upstream {upstream.fingerprint}: {upstream.describe()}", file=sys.stderr)  # fmt: skip
         allowed = confirmed(cost, local=local, yes=args.yes)
         if allowed is None:
             raise EvalError(f"{cost.requests:,} requests to a remote upstream: pass --yes to send them, or narrow the "
@@ -139,6 +162,9 @@ def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = T
         raise EvalError(str(error)) from None
     finally:
         cache.close()
+    if cache.reasked:
+        print(f"contextlift eval: asked {cache.reasked} requests again: their cached answers came from another "
+              "upstream (or from before upstreams were recorded)", file=sys.stderr)  # fmt: skip
     info = RunInfo(
         model,
         _public(base_url),
@@ -149,6 +175,8 @@ def run_eval(args: argparse.Namespace, proxy_url: str | None, *, local: bool = T
         {replay.INFO.name: asdict(replay.INFO)}
         if args.replay is not None
         else {task: task_record(task, grid) for task, grid in plan.tasks.items()},
+        {upstream.fingerprint: upstream.to_json()},
+        run,
     )
     if shard is not None:
         write_samples(args.out, samples, info)
@@ -176,7 +204,7 @@ def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None)
         raise EvalError(str(error)) from None
     cases = [c for c in cases if in_shard(c, shard)]
     target = args.proxy or args.upstream or "the proxy started here"
-    print(render(estimate(cases, jobs(cases, plan.strategies)), target))
+    print(render(estimate(cases, jobs(cases, plan.strategies, args.reasked, args.seed)), target))
     if generated:
         print(f"plus {len(generated):,} question-generation requests while the cases are built; the cases from "
               "them are not counted above (a dry run generates none)")  # fmt: skip
@@ -191,7 +219,8 @@ def run_merge(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as error:
         raise EvalError(f"cannot read the parts: {error}") from None
     notes = tuple(dict.fromkeys(n for info in infos for n in info.notes))
-    info = infos[0].__class__(**{**asdict(infos[0]), "notes": notes})
+    upstreams = {k: v for info in infos for k, v in info.upstreams.items()}
+    info = infos[0].__class__(**{**asdict(infos[0]), "notes": notes, "upstreams": upstreams})
     data = write_report(args.out, samples, info)
     _print_headline(data, args.out)
     return 0

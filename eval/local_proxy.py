@@ -9,6 +9,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -17,16 +19,23 @@ from proxy.edge.server import ProxyServer, build_server
 from proxy.local_model import upstream_for
 
 
+@dataclass(frozen=True, slots=True)
+class InProcessProxy:
+    url: str
+    """The proxy's base URL (`.../v1`)."""
+    upstream_identity: dict[str, Any] | None
+    """The embedded model's identity where it is the upstream (`LocalModel.identity`), else None."""
+
+
 @contextlib.contextmanager
-def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[str]:
-    """The proxy's base URL (`.../v1`), ready (embedder loaded) when yielded; stopped with the block. `port` 0:
-    a free one.
+def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[InProcessProxy]:
+    """The proxy, ready (embedder loaded) when yielded; stopped with the block. `port` 0: a free one.
 
     Raises:
         LocalModelError: the port is taken, or the proxy did not become ready.
     """
-    with upstream_for(settings, quiet=True) as upstream_url:
-        settings = settings.model_copy(update={"upstream_url": upstream_url})
+    with upstream_for(settings, quiet=True) as upstream:
+        settings = settings.model_copy(update={"upstream_url": upstream.url})
         listener = socket.socket()
         try:
             listener.bind(("127.0.0.1", port))
@@ -39,7 +48,7 @@ def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[str]:
         thread.start()
         try:
             _wait_started(server, thread, f"http://127.0.0.1:{port}/startupz", settings.local_model_startup_timeout)
-            yield f"http://127.0.0.1:{port}/v1"
+            yield InProcessProxy(f"http://127.0.0.1:{port}/v1", upstream.identity)
         finally:
             server.should_exit = True
             thread.join(timeout=settings.shutdown_grace + 5)

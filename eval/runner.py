@@ -5,6 +5,7 @@ client would retry, caches every final answer, and never writes the key anywhere
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -14,7 +15,7 @@ from typing import Any, TextIO
 import httpx
 
 from eval.cache import Answer, ResponseCache, request_key
-from eval.cases import Case, Sample
+from eval.cases import REASKED, Case, Sample
 from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
 
 STRATEGY_HEADER = "X-Context-Strategy"
@@ -32,6 +33,10 @@ class Target:
     timeout: float = 600.0
     retries: int = 3
     backoff: float = 2.0
+    upstream: str | None = None
+    """The fingerprint of the upstream behind the proxy, written with each answer."""
+    run: str | None = None
+    """This run's id, written with each answer it asks."""
 
 
 _NOT_REPLAYED = ("model", "stream", "stream_options", "n", "context_strategy")
@@ -64,9 +69,20 @@ def score(metric: str, answer: str, gold: Sequence[str]) -> float:
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def jobs(cases: Iterable[Case], strategies: Sequence[str]) -> list[tuple[Case, str]]:
-    """Every (case, strategy) to send: each requested strategy, or the case's own list (baselines, controls)."""
-    return [(case, strategy) for case in cases for strategy in (case.strategies or strategies)]
+def jobs(cases: Iterable[Case], strategies: Sequence[str], reasked: int = 0, seed: int = 0) -> list[tuple[Case, str]]:
+    """Every (case, strategy) to send: each requested strategy, or the case's own list (baselines, controls); then,
+    last so that other prompts come between the two askings, `none` again on up to `reasked` cases per task and
+    variant (the A/A arm, `REASKED`), drawn with `seed`."""
+    cases = list(cases)
+    work = [(case, strategy) for case in cases for strategy in (case.strategies or strategies)]
+    with_none: dict[tuple[str, str], list[Case]] = {}
+    for case, strategy in work:
+        if strategy == "none":
+            with_none.setdefault((case.task, case.variant), []).append(case)
+    for (task, variant), group in with_none.items():
+        drawn = random.Random(f"{seed}:{task}:{variant}").sample(group, min(reasked, len(group)))
+        work += [(case, REASKED) for case in sorted(drawn, key=lambda c: c.key)]
+    return work
 
 
 class Progress:
@@ -151,6 +167,8 @@ class Runner:
                 reply,
                 answer=self._redact(reply.answer),
                 error=self._redact(reply.error) if reply.error else None,
+                upstream=self.target.upstream,
+                run=self.target.run,
             )
             if reply.final:
                 self.cache.put(reply)
@@ -160,8 +178,10 @@ class Runner:
         attempt = 0
         while True:
             started = time.perf_counter()
+            # The A/A arm is `none` to the proxy; only its cache key and samples tell it apart.
+            header = "none" if strategy == REASKED else strategy
             try:
-                response = await client.post("/chat/completions", json=body, headers={STRATEGY_HEADER: strategy})
+                response = await client.post("/chat/completions", json=body, headers={STRATEGY_HEADER: header})
             except httpx.HTTPError as error:
                 status, message = None, f"{type(error).__name__}: {error}"
             else:
@@ -234,6 +254,8 @@ class Runner:
             status=reply.status,
             error=self._redact(reply.error) if reply.error else None,
             cached=cached,
+            upstream=reply.upstream,
+            run=reply.run,
         )
 
     def _redact(self, text: str) -> str:

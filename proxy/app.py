@@ -124,6 +124,7 @@ def create_app(
     state.registry.unavailable_rankers = unavailable
     state.services = Services(
         embedder=embedder,
+        seed=settings.strategy_seed,
         observe_step=state.metrics.observe_step,
         rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
     )

@@ -284,6 +284,14 @@ class Settings(BaseSettings):
         "Without it, minilm and fusion are refused (400, or a start-up error where default_ranker names one) and "
         "medoid compares its answers by their words (similarity=lexical).",
     )
+    strategy_seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**63 - 1,
+        description="Seed of the strategies that draw at random (medoid's permutations and the seeds of its voting "
+        "calls), the same for every request so that a request is answered the same way each time it is sent; "
+        "unset: a fresh draw per request. `contextlift eval` sets it to its --seed.",
+    )
     stream_keepalive: float = Field(
         5.0,
         gt=0,

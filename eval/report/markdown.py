@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.identity import UpstreamIdentity
 from eval.verdicts.best_pipeline import best_pipeline_section
 from eval.verdicts.effective_length import effective_length_table
 from eval.verdicts.results import order_of
@@ -28,7 +29,8 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
         "",
         f"- model: `{info['model']}` through `{info['proxy']}`",
         f"- strategies: {', '.join(f'`{s}`' for s in info['strategies'])}",
-        f"- profile `{info['profile']}`, seed {info['seed']}",
+        f"- profile `{info['profile']}`, seed {info['seed']}" + (f", run `{info['run']}`" if info.get("run") else ""),
+        *_upstream_lines(info.get("upstreams") or {}),
         "- accuracy is `value ± stderr` (n per cell in `results.json`); lifts are paired against `none` on the "
         "same cases: wins and losses are the pairs where the strategy alone, or `none` alone, scored higher; "
         "`p` is the exact two-sided test on them (McNemar's for right/wrong answers, the sign test otherwise) and "
@@ -38,6 +40,7 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
     ]
     # The verdict first: what to switch on is what a reader opens the report for; the notes on data come after.
     lines += best_pipeline_section(data["best_pipeline"], data["cost"], str(info.get("profile", "")))
+    lines += _noise_floor_section(data.get("noise_floor") or [], data.get("not_compared") or [])
     lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
     accuracy = data["accuracy"]
     for task in order_of(a["task"] for a in accuracy):
@@ -89,8 +92,8 @@ def _lift_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequenc
         "",
         "| variant | strategy | "
         + meta.get("size_unit", "size")
-        + " | lift | 95% CI | wins/losses | p | p (Holm) | n |",
-        "|---|---|---|---|---|---|---|---|---|",
+        + " | lift | 95% CI | wins/losses | p | p (Holm) | n | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(
         rows, key=lambda r: (r["variant"], _rank(r["strategy"], order), r["size"] is None, r["size"] or 0)
@@ -99,9 +102,53 @@ def _lift_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequenc
         lines.append(
             f"| {row['variant']} | {row['strategy']} | {size} | {row['value']:+.3f} | "
             f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}] | {row.get('wins', '-')}/{row.get('losses', '-')} | "
-            f"{_p(row.get('p'))} | {_p(row.get('p_holm'))} | {row['n']} |"
+            f"{_p(row.get('p'))} | {_p(row.get('p_holm'))} | {row['n']} | {row.get('runs') or '-'} |"
         )
     return [*lines, ""]
+
+
+def _upstream_lines(upstreams: dict[str, dict[str, Any]]) -> list[str]:
+    if not upstreams:
+        return ["- upstream: not recorded (a run from before upstreams were): its answers may come from more than "
+                "one run of an upstream that did not reproduce them"]  # fmt: skip
+    lines = []
+    for fingerprint, identity in upstreams.items():
+        described = UpstreamIdentity(identity.get("model", ""), {
+            k: v for k, v in identity.items() if k not in ("fingerprint", "model")}).describe()  # fmt: skip
+        lines.append(f"- upstream `{fingerprint}`: {described}")
+    if len(upstreams) > 1:
+        lines.append("- more than one upstream answered: only answers from the same one are paired")
+    return lines
+
+
+def _noise_floor_section(floors: list[dict[str, Any]], not_compared: list[dict[str, Any]]) -> list[str]:
+    """The A/A rows beside the verdict: how much asking the same prompts again moved the scores."""
+    lines = ["## Noise floor (A/A)", ""]
+    if not floors:
+        lines += [
+            "Not measured (`--reasked 0`, or a run from before it was): the verdict is the paired test alone.",
+            "",
+        ]
+    else:
+        lines += [
+            "`none` asked again on a sample of the cases, after every other request of the run. The floor is the "
+            "share of those cases whose score changed: a lift counts only where its 95% interval lies wholly "
+            "beyond it (a floor of 0 leaves the paired test alone).",
+            "",
+            "| task | variant | re-asked | scores changed | answers changed | floor | A/A lift | 95% CI |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in floors:
+            low, high = row["ci95"]
+            lines.append(
+                f"| {row['task']} | {row['variant']} | {row['n']} | {row['changed']} | {row['answers_changed']} | "
+                f"{row['floor']:.3f} | {row['value']:+.3f} | [{low:+.3f}, {high:+.3f}] |"
+            )
+        lines.append("")
+    for row in not_compared:
+        lines.append(f"- `{row['strategy']}` ({row['task']}, {row['variant']}): {row['cases']} cases answered by "
+                     "another upstream than `none`'s, left out of its lift")  # fmt: skip
+    return [*lines, ""] if not_compared else lines
 
 
 def _gap_table(rows: list[dict[str, Any]], meta: dict[str, str], order: Sequence[str]) -> list[str]:

@@ -54,6 +54,8 @@ def read_info(folder: Path) -> RunInfo:
         raw["profile"],
         tuple(raw["notes"]),
         raw["tasks"],
+        raw.get("upstreams") or {},
+        raw.get("run"),
     )
 
 

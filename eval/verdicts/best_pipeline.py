@@ -3,8 +3,12 @@
 regime rank anything at all. Computed from the lift and cost rows.
 
 The rule, shared with `contextlift policy` (eval.policy_writer): a lift is significant when it is above zero,
-rests on at least MIN_DISCORDANT pairs that differ, and its exact paired test stays below ALPHA after Holm's
-correction over every pipeline compared in the same regime; a loss is significant by the same rule below zero.
+rests on at least MIN_DISCORDANT pairs that differ, its exact paired test stays below ALPHA after Holm's
+correction over every pipeline compared in the same regime, and, where the run measured the upstream's noise floor
+(the A/A row: the share of cases whose score changed when `none` was asked again) above zero, the lift's 95%
+interval lies wholly above that floor; a loss is significant by the same rule below zero (its interval wholly
+below minus the floor). A floor of zero, an upstream that answered every re-asked case as before, leaves the rule
+the paired test alone.
 A smoke-test run (the quick profile) states its verdicts but never recommends or yields a rule."""
 
 from __future__ import annotations
@@ -35,7 +39,16 @@ def harmful(row: dict[str, Any]) -> bool:
 
 def _holds(row: dict[str, Any]) -> bool:
     p = row.get("p_holm", row.get("p"))
-    return p is not None and row.get("wins", 0) + row.get("losses", 0) >= MIN_DISCORDANT and p < ALPHA
+    tested = p is not None and row.get("wins", 0) + row.get("losses", 0) >= MIN_DISCORDANT and p < ALPHA
+    return tested and clear_of_floor(row)
+
+
+def clear_of_floor(row: dict[str, Any]) -> bool:
+    """Whether the row's interval lies wholly beyond the regime's A/A floor, on the side of its lift: the largest
+    lift that asking the same prompts again produced cannot explain it. True where no floor was measured or it is 0."""
+    floor = row.get("floor") or 0.0
+    low, high = row["ci95"]
+    return floor <= 0 or (low > floor if row["value"] > 0 else high < -floor)
 
 
 def best_pipelines(lifts: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:

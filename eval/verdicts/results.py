@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eval.cases import Sample
+from eval.cases import REASKED, Sample
 from eval.metrics import AGREEMENT_METRIC
 from eval.verdicts.best_pipeline import best_pipelines
 from eval.verdicts.effective_length import effective_lengths
@@ -41,6 +41,11 @@ class RunInfo:
     notes: tuple[str, ...] = ()
     tasks: dict[str, dict[str, str | bool]] = field(default_factory=dict)
     """Per task: its title, size unit and position unit, and the prompt shape for a task that has one."""
+    upstreams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each upstream that answered, by fingerprint (`eval.identity.UpstreamIdentity.to_json`); empty for a run
+    from before they were recorded."""
+    run: str | None = None
+    """The id of the run that wrote the report (answers reused from the cache keep the run that asked them)."""
 
 
 def load_samples(paths: Iterable[Path]) -> list[Sample]:
@@ -64,6 +69,8 @@ def order_of(values: Iterable[Any]) -> list[Any]:
 
 def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
     """Everything the report shows, as data."""
+    reasked = [s for s in samples if s.strategy == REASKED]
+    samples = [s for s in samples if s.strategy != REASKED]
     accuracy = []
     for (task, variant, size, strategy, position), group in sorted(
         _group(samples, "task", "variant", "size", "strategy", "position").items(), key=lambda kv: _sort_key(kv[0])
@@ -79,11 +86,14 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
                 "errors": sum(1 for s in group if s.error),
             }
         )
-    lift = lifts(samples)
+    floors = noise_floors(samples, reasked)
+    lift = lifts(samples, {(r["task"], r["variant"]): r["floor"] for r in floors})
     return {
         "run": asdict(info),
         "accuracy": accuracy,
+        "noise_floor": floors,
         "lift": lift,
+        "not_compared": across_upstreams(samples),
         "best_pipeline": best_pipelines(lift, info.strategies),
         "effective_length": effective_lengths(accuracy),
         "gap_recovered": gaps(samples),
@@ -91,12 +101,56 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
     }
 
 
-def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+def noise_floors(samples: Sequence[Sample], reasked: Sequence[Sample]) -> list[dict[str, Any]]:
+    """The A/A rows: per task x variant, `none` asked again (`REASKED`) against `none`, on the cases asked twice by
+    the same upstream.
+
+    `changed` counts the cases whose score changed, `answers_changed` those whose answer text did; `floor`, the
+    share of cases whose score changed, is the largest lift re-asking alone produced (every change one way). The
+    verdict rule (eval.verdicts.best_pipeline) counts a lift only when its interval clears it."""
+    first = {(s.case, s.upstream): s for s in samples if s.strategy == BASELINE and s.metric != AGREEMENT_METRIC}
+    rows = []
+    for (task, variant), group in _group(reasked, "task", "variant").items():
+        matched = [(s, first.get((s.case, s.upstream))) for s in sorted(group, key=lambda s: str(s.case))]
+        pairs = [(again, once) for again, once in matched if once is not None and not again.error and not once.error]
+        if not pairs:
+            continue
+        lift = paired_lift([again.score for again, _ in pairs], [once.score for _, once in pairs])
+        rows.append(
+            {
+                "task": task,
+                "variant": variant,
+                **_lift_dict(lift),
+                "changed": lift.wins + lift.losses,
+                "answers_changed": sum(1 for again, once in pairs if again.answer != once.answer),
+                "floor": (lift.wins + lift.losses) / lift.n,
+                "runs": len({s.run for pair in pairs for s in pair if s.run}),
+            }
+        )
+    return sorted(rows, key=lambda r: (r["task"], r["variant"]))
+
+
+def across_upstreams(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Per task x variant x strategy: the cases whose answer and `none`'s came from different upstreams, left out
+    of the lift (a paired comparison across upstreams measures the upstreams as much as the strategy)."""
+    base = {s.case: s.upstream for s in samples if s.strategy == BASELINE}
+    rows = []
+    for (task, variant, strategy), group in _group(samples, "task", "variant", "strategy").items():
+        across = sum(1 for s in group if s.case in base and s.upstream != base[s.case])
+        if strategy != BASELINE and across:
+            rows.append({"task": task, "variant": variant, "strategy": strategy, "cases": across})
+    return sorted(rows, key=lambda r: (r["task"], r["variant"], r["strategy"]))
+
+
+def lifts(samples: Sequence[Sample], floors: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """Each strategy against `none` on the same cases, per task x variant x size and over all sizes.
 
     Each row carries the exact paired test (`wins`, `losses`, `p`), its p-value after Holm's correction over the
     strategies compared in the same task x variant x size (`p_holm`, `family`), the baseline's accuracy on the
-    pairs and the smallest lift the pairs could detect (`detectable`)."""
+    pairs and the smallest lift the pairs could detect (`detectable`). Only answers from the same upstream pair
+    up (`upstreams` names them, `runs` counts the runs that asked); `floor` is the regime's A/A floor where it was
+    measured (`noise_floors`)."""
+    floors = floors or {}
     rows = []
     # An answer scored by agreement with a reference answer (a replay's served one) is not scored for being right:
     # a lift over `none` on it means nothing, and the verdict must not read one.
@@ -105,7 +159,7 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
         by_strategy = _group(group, "strategy")
         if (BASELINE,) not in by_strategy:
             continue
-        base = {s.case: s.score for s in by_strategy[(BASELINE,)]}
+        base = {s.case: s for s in by_strategy[(BASELINE,)]}
         for (strategy,), treated in by_strategy.items():
             if strategy == BASELINE:
                 continue
@@ -114,13 +168,13 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                 # In case order: the bootstrap's draws follow the order of the pairs, and a merged or re-read
                 # run must resample the same pairs as the fresh one.
                 pairs = [
-                    (s.score, base[s.case])
+                    (s, base[s.case])
                     for s in sorted(treated, key=lambda s: str(s.case))
-                    if s.case in base and (size is None or s.size == size)
+                    if s.case in base and (size is None or s.size == size) and s.upstream == base[s.case].upstream
                 ]
                 if pairs:
-                    lift = paired_lift([p[0] for p in pairs], [p[1] for p in pairs])
-                    baseline = sum(p[1] for p in pairs) / len(pairs)
+                    lift = paired_lift([t.score for t, _ in pairs], [b.score for _, b in pairs])
+                    baseline = sum(b.score for _, b in pairs) / len(pairs)
                     rows.append(
                         {
                             "task": task,
@@ -129,6 +183,9 @@ def lifts(samples: Sequence[Sample]) -> list[dict[str, Any]]:
                             "strategy": strategy,
                             **_lift_dict(lift),
                             "baseline": baseline,
+                            "upstreams": sorted({b.upstream for _, b in pairs if b.upstream}),
+                            "runs": len({s.run for pair in pairs for s in pair if s.run}),
+                            "floor": floors.get((task, variant)),
                         }
                     )
     for family in _group_rows(rows, "task", "variant", "size").values():

@@ -72,7 +72,7 @@ class Medoid(Executor):
         seed = params.get("seed", context.services.seed)
         rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()
         # k renderings of every document: CPU work in proportion to the request, not for the event loop.
-        bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng)
+        bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng, seed is not None)
         results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
         answered = [r for r in results if isinstance(r, Completion)]
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -139,7 +139,11 @@ def _with_choices(first: Completion, picked: list[Completion]) -> Completion:
     return Completion({**first.body, "choices": choices}, first.headers)
 
 
-def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -> list[dict[str, Any]]:
+def _permuted_bodies(
+    request: ChatRequest, params: Params, rng: random.Random, seeded: bool = False
+) -> list[dict[str, Any]]:
+    """The k voting calls' bodies; `seeded`: each also names a sampling seed drawn from `rng`, so that a seeded run
+    samples the same answers each time (and k calls on one prompt, `permute=off`, still differ)."""
     documents = list(request.documents)
     bodies = []
     for _ in range(int(params["k"])):
@@ -147,5 +151,7 @@ def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -
         permuted = request.with_documents(order).render()
         body = {k: v for k, v in permuted.items() if k not in _NOT_PER_CALL}
         body["temperature"] = params["temperature"]
+        if seeded:
+            body["seed"] = rng.randrange(2**31)
         bodies.append(body)
     return bodies

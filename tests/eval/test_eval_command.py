@@ -82,7 +82,7 @@ def test_the_run_writes_every_report_file(full_run: Path) -> None:
     assert {"samples.jsonl", "results.json", "report.md", "report.html", "run.json", "responses.jsonl"} <= names
     samples = [json.loads(line) for line in (full_run / "samples.jsonl").read_text().splitlines()]
     assert {s["task"] for s in samples} == {"litm-qa", "multifact"}
-    assert {s["strategy"] for s in samples} == {"none", "reorder"}
+    assert {s["strategy"] for s in samples} == {"none", "reorder", "none (re-asked)"}
     assert all(s["status"] == 400 and s["score"] == 0 for s in samples if s["task"] == "multifact")
     assert all(s["applied"] == "reorder" for s in samples if s["strategy"] == "reorder" and s["task"] == "litm-qa")
     run = json.loads((full_run / "run.json").read_text())

@@ -35,10 +35,10 @@ def test_a_dry_run_prints_cases_requests_and_tokens_per_pipeline_and_sends_nothi
     out = capsys.readouterr().out
     plan = make_plan("quick")
     cases, _ = build_cases(plan, find_sources(None, None))
-    work = jobs(cases, plan.strategies)
+    work = jobs(cases, plan.strategies, reasked=30)
     assert out.startswith(f"{len(cases):,} cases, {len(work):,} requests through http://unreachable.invalid/v1")
     rows = {line.split("  ")[1].strip(): line for line in out.splitlines() if line.startswith("  ")}
-    assert {"none", "filter, reorder", "chain", "medoid; k=3", "total"} <= set(rows)
+    assert {"none", "filter, reorder", "chain", "medoid; k=3", "none (re-asked)", "total"} <= set(rows)
     assert f"{len(work):,}" in rows["total"]
     assert not (tmp_path / "r").exists()
 
@@ -103,7 +103,8 @@ def test_the_in_process_proxy_takes_the_port_asked_and_says_when_it_is_taken() -
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with proxy_in_process(settings, port) as url:
-        assert url == f"http://127.0.0.1:{port}/v1"
+    with proxy_in_process(settings, port) as proxy:
+        assert proxy.url == f"http://127.0.0.1:{port}/v1"
+        assert proxy.upstream_identity is None
         with pytest.raises(LocalModelError, match=f"--port {port}: "), proxy_in_process(settings, port):
             pass

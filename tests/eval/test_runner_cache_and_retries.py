@@ -115,10 +115,10 @@ def test_a_cache_line_holds_the_answer_fields_in_order_and_a_failure_reports_no_
     run(FakeProxy("Paris", 400), cache, jobs([CASE], ["none", "reorder"]))
     answered, refused = sorted((json.loads(line) for line in cache.read_text().splitlines()), key=lambda e: e["status"])
     common = ["key", "strategy", "final", "answer", "latency_s", "usage", "upstream_calls"]
-    assert list(answered) == [*common, "applied", "status", "error"]
+    assert list(answered) == [*common, "applied", "status", "error", "upstream", "run"]
     assert answered["usage"] == {"prompt_tokens": 40, "completion_tokens": 3}
     assert (answered["applied"], answered["upstream_calls"], answered["final"]) == ("reorder", 2, True)
-    assert list(refused) == [*common, "status", "error"]
+    assert list(refused) == [*common, "status", "error", "upstream", "run"]
     assert (refused["answer"], refused["usage"], refused["status"]) == ("", {}, 400)
 
 

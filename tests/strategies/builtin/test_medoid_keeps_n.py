@@ -40,3 +40,21 @@ async def test_without_n_one_choice() -> None:
 
 async def test_n_above_k_gives_every_answer() -> None:
     assert len(contents(await vote(7, "a", "b", "c", "d", "e"))) == 5
+
+
+async def _voting_bodies(selection: str, services: Services) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": PROMPT}]}
+    upstream = ScriptedUpstream("a", "b", "c")
+    await run_pipeline(
+        build_registry().resolve(parse_selection(selection), {}), parse_request(body), upstream, services
+    )
+    return upstream.bodies
+
+
+async def test_a_seeded_medoid_sends_the_same_calls_each_time_with_a_sampling_seed_per_call() -> None:
+    seeded = Services(embedder=FakeEmbedder(), seed=7)
+    first = await _voting_bodies("medoid; k=3; permute=off", seeded)
+    assert first == await _voting_bodies("medoid; k=3; permute=off", seeded)
+    # One prompt three times: only their seeds make the three sampled answers differ.
+    assert len({b["seed"] for b in first}) == 3
+    assert all("seed" not in b for b in await _voting_bodies("medoid; k=3", Services(embedder=FakeEmbedder())))

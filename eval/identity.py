@@ -1,0 +1,75 @@
+"""Which upstream answered: what an answer depends on besides the request, so that an answer is reused and a lift is
+computed only among answers from the same upstream.
+
+For the embedded model (started by the eval) that is its server's version and build, the model file's hash and its
+generation settings (`proxy.local_model_server` writes them). For any other upstream it is what the proxy lists for
+the model at `/v1/models` (vLLM names its weights there, `root`; OpenAI only the name): the most an OpenAI-compatible
+API lets a client read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+_VOLATILE = frozenset({"created", "permission"})
+"""Fields of a `/v1/models` entry that change from one listing to the next (vLLM stamps both per call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamIdentity:
+    model: str
+    """The model name the eval sends."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Server, build, model file, its sha256 and settings for the embedded model; the `/v1/models` entry otherwise."""
+
+    @property
+    def fingerprint(self) -> str:
+        """16 hex digits naming the identity: the same upstream, built and set up alike, gives the same ones."""
+        payload = json.dumps({"model": self.model, **self.details}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fingerprint": self.fingerprint, "model": self.model, **self.details}
+
+    def describe(self) -> str:
+        """One line for a report's head."""
+        details = self.details
+        if "model_sha256" in details:
+            settings = ", ".join(f"{k} {v}" for k, v in sorted((details.get("settings") or {}).items()))
+            return (
+                f"`{self.model}`: {details.get('model_file')} (sha256 {str(details.get('model_sha256'))[:12]}), "
+                f"{details.get('server')}, {settings}; build `{details.get('build')}`"
+            )
+        listed = details.get("listed") or {}
+        extra = ", ".join(f"{k} {v}" for k, v in sorted(listed.items()) if k not in ("id", "object"))
+        return f"`{self.model}`" + (f" ({extra})" if extra else "") + " as the upstream lists it (no build or hash)"
+
+
+def identify(
+    base_url: str, model: str, api_key: str | None = None, local: dict[str, Any] | None = None
+) -> UpstreamIdentity:
+    """The identity of the upstream behind the proxy at `base_url` (ending in `/v1`); `local`: the embedded model's
+    own (`LocalModel.identity`). An upstream that lists nothing is known by the model name alone."""
+    if local is not None:
+        return UpstreamIdentity(model, dict(local))
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        listed = httpx.get(f"{base_url}/models", headers=headers, timeout=30).json().get("data") or []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        listed = []
+    entry = next((m for m in listed if isinstance(m, dict) and m.get("id") == model), None)
+    if entry is None:
+        return UpstreamIdentity(model)
+    return UpstreamIdentity(model, {"listed": {k: v for k, v in entry.items() if k not in _VOLATILE}})
+
+
+def new_run_id() -> str:
+    """Names one invocation of the eval: its start in UTC and a random suffix."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") + "-" + secrets.token_hex(3)
