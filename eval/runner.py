@@ -72,13 +72,14 @@ def score(metric: str, answer: str, gold: Sequence[str]) -> float:
 def jobs(cases: Iterable[Case], strategies: Sequence[str], reasked: int = 0, seed: int = 0) -> list[tuple[Case, str]]:
     """Every (case, strategy) to send: each requested strategy, or the case's own list (baselines, controls); then,
     last so that other prompts come between the two askings, `none` again on up to `reasked` cases per task and
-    variant (the A/A arm, `REASKED`), drawn with `seed`."""
+    variant where the run compares strategies with `none` (the A/A arm, `REASKED`), drawn with `seed`."""
     cases = list(cases)
     work = [(case, strategy) for case in cases for strategy in (case.strategies or strategies)]
     with_none: dict[tuple[str, str], list[Case]] = {}
-    for case, strategy in work:
-        if strategy == "none":
-            with_none.setdefault((case.task, case.variant), []).append(case)
+    if "none" in strategies and len(strategies) > 1:
+        for case in cases:
+            if not case.strategies:  # a baseline's own cases (closed-book, oracle) have no lift to set a floor for
+                with_none.setdefault((case.task, case.variant), []).append(case)
     for (task, variant), group in with_none.items():
         drawn = random.Random(f"{seed}:{task}:{variant}").sample(group, min(reasked, len(group)))
         work += [(case, REASKED) for case in sorted(drawn, key=lambda c: c.key)]

@@ -56,6 +56,9 @@ def test_the_a_a_arm_comes_last_is_sent_as_none_and_is_drawn_per_task_and_varian
     assert Counter(c.variant for c, s in again if s == REASKED) == {"standard": 3, "hard": 2}
     assert jobs(cases, ["none", "reorder"], reasked=3, seed=0) == work  # the same draw each time
     assert len(jobs(cases, ["reorder"], reasked=3)) == 7  # no `none`, nothing to ask again
+    assert len(jobs(cases, ["none"], reasked=3)) == 7  # nothing compared with `none`
+    baselines = [replace(c, strategies=("none",)) for c in cases]
+    assert len(jobs(baselines, ["none", "reorder"], reasked=3)) == 7  # a baseline's own cases: no lift, no floor
     sent: list[dict[str, Any]] = []
     with ResponseCache(Path("/nonexistent/never-written"), "u1") as cache:
         cache.put = lambda answer: None  # type: ignore[method-assign]
