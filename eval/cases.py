@@ -106,7 +106,13 @@ class Sample:
         return cls(**given)
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: list(self.gold) if f.name == "gold" else getattr(self, f.name) for f in fields(self)}
+        """Its JSON object; `upstream` and `run` only where known, so that a file from before they were kept reads
+        and writes back as it was."""
+        return {
+            f.name: list(self.gold) if f.name == "gold" else getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("upstream", "run") or getattr(self, f.name) is not None
+        }
 
 
 @dataclass(frozen=True, slots=True)
