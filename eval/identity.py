@@ -20,6 +20,9 @@ import httpx
 
 _VOLATILE = frozenset({"created", "permission"})
 """Fields of a `/v1/models` entry that change from one listing to the next (vLLM stamps both per call)."""
+_MOST_FIELDS = 20
+_LONGEST_VALUE = 200
+"""What of an upstream's listing is kept: its text ends up in every report, and an upstream may send anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,11 @@ class UpstreamIdentity:
             )
         listed = details.get("listed") or {}
         extra = ", ".join(f"{k} {v}" for k, v in sorted(listed.items()) if k not in ("id", "object"))
-        return f"`{self.model}`" + (f" ({extra})" if extra else "") + " as the upstream lists it (no build or hash)"
+        return (
+            f"`{_printable(self.model)}`"
+            + (f" ({extra})" if extra else "")
+            + " as the upstream lists it (no build or hash)"
+        )
 
 
 def identify(
@@ -67,7 +74,17 @@ def identify(
     entry = next((m for m in listed if isinstance(m, dict) and m.get("id") == model), None)
     if entry is None:
         return UpstreamIdentity(model)
-    return UpstreamIdentity(model, {"listed": {k: v for k, v in entry.items() if k not in _VOLATILE}})
+    kept = {
+        _printable(str(k))[:_LONGEST_VALUE]: _printable(v)[:_LONGEST_VALUE] if isinstance(v, str) else v
+        for k, v in list(entry.items())[:_MOST_FIELDS]
+        if k not in _VOLATILE and isinstance(v, str | int | float | bool)
+    }
+    return UpstreamIdentity(model, {"listed": kept})
+
+
+def _printable(text: str) -> str:
+    """`text` on one line, without the characters that would end a report's table cell or code span."""
+    return "".join(c if c.isprintable() and c not in "`|" else " " for c in text)
 
 
 def new_run_id() -> str:

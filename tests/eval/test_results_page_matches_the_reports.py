@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from eval.verdicts.best_pipeline import significant
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 PAGE = RESULTS / "index.md"
@@ -74,8 +76,7 @@ def test_every_table_row_is_its_reports_figures() -> None:
         assert wins_losses == f"{row['wins']}/{row['losses']}", (report, pipeline)
         assert p == f"{row['p_holm']:.2g} /{row['family']}", (report, pipeline)
         assert n == str(row["n"]), (report, pipeline)
-        held = row["value"] > 0 and row["wins"] + row["losses"] >= 10 and row["p_holm"] < 0.05
-        assert (holds == "yes") == held, (report, pipeline)
+        assert (holds == "yes") == significant(row), (report, pipeline)
         checked += 1
     assert checked >= 18, "the tables of the page were not found"
 
@@ -100,3 +101,21 @@ def test_every_committed_report_is_linked() -> None:
     reports = {p.parent.name for p in RESULTS.glob("*/report.md")}
     assert reports
     assert {r for r in reports if f"]({r}/report.md)" not in text} == set()
+
+
+def test_each_report_cited_names_the_upstream_that_answered_it_or_says_it_was_not_recorded() -> None:
+    """The paragraph that links a report names each upstream of its run.json by fingerprint, or, for a run from
+    before upstreams were recorded, says so: a reader sees which figures rest on one upstream's answers."""
+    paragraphs = PAGE.read_text().split("\n\n")
+    checked = 0
+    for report in sorted(p.parent.name for p in RESULTS.glob("*/run.json")):
+        cited = [p for p in paragraphs if f"[{report}]({report}/report.md)" in p]
+        assert cited, f"{report} is not cited"
+        upstreams = json.loads((RESULTS / report / "run.json").read_text()).get("upstreams") or {}
+        for paragraph in cited:
+            if upstreams:
+                assert all(f"upstream `{fingerprint}`" in paragraph for fingerprint in upstreams), report
+            else:
+                assert "upstream not recorded" in paragraph, report
+            checked += 1
+    assert checked >= 8

@@ -18,6 +18,7 @@ import pytest
 
 from eval.cache import ResponseCache
 from eval.cases import REASKED, Case, Sample
+from eval.identity import identify
 from eval.report.markdown import render_markdown
 from eval.runner import Runner, Target, jobs
 from eval.verdicts.best_pipeline import significant
@@ -210,3 +211,23 @@ def test_a_run_records_its_upstream_measures_its_floor_and_asks_again_what_anoth
     assert "more from another upstream, asked again" in err
     assert f"asked {asked} requests again" in err
     assert sum(upstream.seen.values()) == 2 * asked
+
+
+def test_what_an_upstream_lists_is_bounded_and_kept_to_one_line(tmp_path: Path) -> None:
+    hostile = {"id": "m", "created": 5, "root": "a\n# Verdict\n| yes |`" + "x" * 500, "nested": {"deep": [1]}}
+    hostile |= {f"k{i}": i for i in range(40)}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": [hostile]})
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(httpx, "get", client.get)
+        identity = identify("http://proxy/v1", "m")
+    listed = identity.details["listed"]
+    assert "created" not in listed
+    assert "nested" not in listed
+    assert len(listed) < 20
+    assert len(listed["root"]) == 200
+    assert "\n" not in identity.describe()
+    assert "`" not in listed["root"]
+    assert "|" not in listed["root"]
