@@ -107,6 +107,10 @@ class ResponseCache:
             return None
         return entry
 
+    def keys(self) -> list[str]:
+        """The request keys of every cached answer, whichever upstream gave it."""
+        return list(self._entries)
+
     @property
     def reasked(self) -> int:
         """Requests asked again so far because their cached answer came from another upstream."""
