@@ -112,3 +112,17 @@ def test_a_proxy_loads_the_written_policy_and_auto_applies_it(report: Path, tmp_
     expected = rules[0] if rules else "none"
     assert response.headers["x-context-strategy"].startswith(expected)
     assert response.headers["x-context-policy"].startswith("rule=" if rules else "none; reason=no-rule-matched")
+
+
+def test_the_embedded_model_answers_the_re_asked_cases_as_before_and_the_report_names_it(report: Path) -> None:
+    data = json.loads((report / "results.json").read_text())
+    floors = data["noise_floor"]
+    assert floors, "the run asked `none` again"
+    assert [(r["task"], r["variant"], r["answers_changed"], r["floor"]) for r in floors if r["answers_changed"]] == []
+    [(fingerprint, identity)] = json.loads((report / "run.json").read_text())["upstreams"].items()
+    assert len(identity["model_sha256"]) == 64
+    assert identity["settings"]["reuse_prompt"] is False
+    assert (
+        f"- upstream `{fingerprint}`: `smollm2-135m-instruct`: SmolLM2-135M-Instruct.Q4_1.gguf"
+        in (report / "report.md").read_text()
+    )
