@@ -165,6 +165,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from eval.local_proxy import proxy_in_process
 
+        # The upstream from the settings file too, so that the eval can ask it what it is (eval.identity).
+        args.upstream = args.upstream or settings.upstream_url
         with proxy_in_process(settings, args.port) as proxy:
             code = _reporting_eval_errors(
                 lambda: run_eval(args, proxy.url, local=local, upstream_identity=proxy.upstream_identity)

@@ -132,7 +132,7 @@ def run_eval(
         return _dry_run(args, plan, shard)
     base_url = proxy_url.rstrip("/") if proxy_url.rstrip("/").endswith("/v1") else proxy_url.rstrip("/") + "/v1"
     model = args.model or _first_model(base_url, args.api_key)
-    upstream = identify(base_url, model, args.api_key, upstream_identity)
+    upstream = identify(base_url, model, args.api_key, upstream_identity, None if args.proxy else args.upstream)
     run = new_run_id()
     cache = ResponseCache(args.cache or args.out / "responses.jsonl", upstream.fingerprint)
     target = Target(base_url, model, args.api_key, args.timeout, args.retries, upstream=upstream.fingerprint, run=run)

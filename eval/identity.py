@@ -50,36 +50,66 @@ class UpstreamIdentity:
                 f"`{self.model}`: {details.get('model_file')} (sha256 {str(details.get('model_sha256'))[:12]}), "
                 f"{details.get('server')}, {settings}; build `{details.get('build')}`"
             )
-        listed = details.get("listed") or {}
+        listed = {**(details.get("listed") or {}), **(details.get("server") or {})}
         extra = ", ".join(f"{k} {v}" for k, v in sorted(listed.items()) if k not in ("id", "object"))
         return (
             f"`{_printable(self.model)}`"
             + (f" ({extra})" if extra else "")
-            + " as the upstream lists it (no build or hash)"
+            + " as the upstream describes itself (no model file hash)"
         )
 
 
 def identify(
-    base_url: str, model: str, api_key: str | None = None, local: dict[str, Any] | None = None
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    local: dict[str, Any] | None = None,
+    upstream_url: str | None = None,
 ) -> UpstreamIdentity:
     """The identity of the upstream behind the proxy at `base_url` (ending in `/v1`); `local`: the embedded model's
-    own (`LocalModel.identity`). An upstream that lists nothing is known by the model name alone."""
+    own (`LocalModel.identity`). `upstream_url`, where the eval knows it: the upstream itself is asked what its
+    server says of itself (llama.cpp's `/props`: model file and build; vLLM's `/version`). An upstream that lists
+    nothing is known by the model name alone."""
     if local is not None:
         return UpstreamIdentity(model, dict(local))
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    listed = _json(f"{base_url}/models", headers).get("data")
+    entry = (
+        next((m for m in listed if isinstance(m, dict) and m.get("id") == model), {})
+        if isinstance(listed, list)
+        else {}
+    )
+    details: dict[str, Any] = {"listed": _kept(entry)} if entry else {}
+    if upstream_url:
+        root = upstream_url.rstrip("/").removesuffix("/v1")
+        props = _json(f"{root}/props", headers)
+        settings = props.get("default_generation_settings")
+        server = {
+            **_kept({k: v for k, v in props.items() if k in ("model_path", "build_info", "total_slots")}),
+            **_kept({k: v for k, v in settings.items() if k == "n_ctx"} if isinstance(settings, dict) else {}),
+            **_kept({k: v for k, v in _json(f"{root}/version", headers).items() if k == "version"}),
+        }
+        if server:
+            details["server"] = server
+    return UpstreamIdentity(model, details)
+
+
+def _json(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The JSON object at `url`, or {} where there is none."""
     try:
-        listed = httpx.get(f"{base_url}/models", headers=headers, timeout=30).json().get("data") or []
-    except (httpx.HTTPError, ValueError, AttributeError):
-        listed = []
-    entry = next((m for m in listed if isinstance(m, dict) and m.get("id") == model), None)
-    if entry is None:
-        return UpstreamIdentity(model)
-    kept = {
+        value = httpx.get(url, headers=headers, timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _kept(fields: dict[str, Any]) -> dict[str, Any]:
+    """At most `_MOST_FIELDS` scalar fields, volatile ones left out, each text on one line and bounded."""
+    return {
         _printable(str(k))[:_LONGEST_VALUE]: _printable(v)[:_LONGEST_VALUE] if isinstance(v, str) else v
-        for k, v in list(entry.items())[:_MOST_FIELDS]
+        for k, v in list(fields.items())[:_MOST_FIELDS]
         if k not in _VOLATILE and isinstance(v, str | int | float | bool)
     }
-    return UpstreamIdentity(model, {"listed": kept})
 
 
 def _printable(text: str) -> str:

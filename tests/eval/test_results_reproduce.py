@@ -153,14 +153,18 @@ class _Upstream:
 
     def __init__(self, listing: dict[str, Any]) -> None:
         self.listing = listing
+        self.extra: dict[str, dict[str, Any]] = {}
+        """Other paths it answers with a JSON object (a server describing itself)."""
         self.seen: Counter[bytes] = Counter()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         body = await request_body(receive)
-        if scope["path"].endswith("/models"):
-            payload: dict[str, Any] = {"object": "list", "data": [self.listing]}
+        if scope["path"] in self.extra:
+            payload: dict[str, Any] = self.extra[scope["path"]]
+        elif scope["path"].endswith("/models"):
+            payload = {"object": "list", "data": [self.listing]}
         else:
             prompt = json.dumps(json.loads(body)["messages"]).encode()
             self.seen[prompt] += 1
@@ -231,3 +235,26 @@ def test_what_an_upstream_lists_is_bounded_and_kept_to_one_line(tmp_path: Path) 
     assert "\n" not in identity.describe()
     assert "`" not in listed["root"]
     assert "|" not in listed["root"]
+
+
+def test_an_upstream_the_eval_can_reach_is_asked_what_server_and_build_it_is(
+    listed_upstream: tuple[str, _Upstream],
+) -> None:
+    """llama.cpp's server describes itself at /props (model file, build) and vLLM at /version; the fake answers both
+    shapes, the proxy's listing comes through the upstream's /v1/models."""
+    url, upstream = listed_upstream
+    upstream.extra = {
+        "/props": {
+            "model_path": "/m/a.gguf",
+            "build_info": "b4500-abc",
+            "default_generation_settings": {"n_ctx": 4096},
+        },
+        "/version": {"version": "0.6.3"},
+    }
+    identity = identify(url, "fake-model", upstream_url=url)
+    assert identity.details["server"] == {"model_path": "/m/a.gguf", "build_info": "b4500-abc", "n_ctx": 4096,
+                                          "version": "0.6.3"}  # fmt: skip
+    upstream.listing = {**upstream.listing, "root": "/models/b.gguf"}
+    upstream.extra["/props"]["build_info"] = "b4501-def"
+    assert identify(url, "fake-model", upstream_url=url).fingerprint != identity.fingerprint
+    assert "server" not in identify(url, "fake-model").details  # behind a proxy the eval did not start
