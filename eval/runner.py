@@ -16,7 +16,14 @@ import httpx
 
 from eval.cache import Answer, ResponseCache, request_key
 from eval.cases import REASKED, Case, Sample
-from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
+from eval.metrics import (
+    AGREEMENT_METRIC,
+    best_subspan_em,
+    normalize_answer,
+    numeric_match,
+    substring_match,
+    value_recall,
+)
 
 STRATEGY_HEADER = "X-Context-Strategy"
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -78,7 +85,9 @@ def jobs(cases: Iterable[Case], strategies: Sequence[str], reasked: int = 0, see
     with_none: dict[tuple[str, str], list[Case]] = {}
     if "none" in strategies and len(strategies) > 1:
         for case in cases:
-            if not case.strategies:  # a baseline's own cases (closed-book, oracle) have no lift to set a floor for
+            # A baseline's own cases (closed-book, oracle) have no lift to set a floor for, nor has a replay's
+            # agreement with the served answer.
+            if not case.strategies and case.metric != AGREEMENT_METRIC:
                 with_none.setdefault((case.task, case.variant), []).append(case)
     for (task, variant), group in with_none.items():
         drawn = random.Random(f"{seed}:{task}:{variant}").sample(group, min(reasked, len(group)))
