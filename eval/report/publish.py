@@ -24,7 +24,7 @@ RUN = "run.json"
 def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> None:
     """The shard's part: its samples and the run's description, enough for `merge` to rebuild the report."""
     folder.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(samples, key=lambda s: (s.case, s.strategy))
+    ordered = sorted(samples, key=_sample_order)
     (folder / RUN).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
     # Written whole, then renamed: a merge step waiting for the parts never reads half a file.
     partial = folder / f".{SAMPLES}.partial"
@@ -34,6 +34,9 @@ def write_samples(folder: Path, samples: Sequence[Sample], info: RunInfo) -> Non
 
 def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
     """Every report file for `samples`; returns the results."""
+    # In the order samples.jsonl holds them: the report a run writes is then the one its samples give when re-read
+    # (rows follow the samples' order).
+    samples = sorted(samples, key=_sample_order)
     write_samples(folder, samples, info)
     data: dict[str, Any] = finite(results(samples, info))
     (folder / "results.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -42,6 +45,10 @@ def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     (folder / "report.html").write_text(render_html(markdown, folder), encoding="utf-8")
     return data
+
+
+def _sample_order(sample: Sample) -> tuple[str, str]:
+    return (sample.case, sample.strategy)
 
 
 def read_info(folder: Path) -> RunInfo:
