@@ -74,13 +74,16 @@ class ResponseCache:
     flight. A torn last line (the process killed mid-write) is skipped on load.
 
     With `upstream` (a fingerprint) an answer is reused only if that upstream gave it: one from another upstream, or
-    from before upstreams were recorded, is asked again, and `reasked` counts those."""
+    from before upstreams were recorded, is asked again, and `reasked` counts those. Each upstream's answers are
+    kept apart, so runs that alternate between two upstreams reuse each one's."""
 
     def __init__(self, path: Path, upstream: str | None = None) -> None:
         self.path = path
         self.upstream = upstream
         self._reasked: set[str] = set()
-        self._entries: dict[str, Answer] = {}
+        self._entries: dict[tuple[str, str | None], Answer] = {}
+        self._latest: dict[str, Answer] = {}
+        """The last answer to each request, whichever upstream gave it: what a cache without `upstream` reuses."""
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -88,7 +91,7 @@ class ResponseCache:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                    self._entries[entry["key"]] = Answer.of(entry)
+                    self._keep(Answer.of(entry))
         self._handle: TextIO | None = None
 
     def __enter__(self) -> ResponseCache:
@@ -101,15 +104,16 @@ class ResponseCache:
         return len(self._entries)
 
     def get(self, key: str) -> Answer | None:
-        entry = self._entries.get(key)
-        if entry is not None and self.upstream is not None and entry.upstream != self.upstream:
+        if self.upstream is None:
+            return self._latest.get(key)
+        entry = self._entries.get((key, self.upstream))
+        if entry is None and key in self._latest:
             self._reasked.add(key)
-            return None
         return entry
 
     def keys(self) -> list[str]:
         """The request keys of every cached answer, whichever upstream gave it."""
-        return list(self._entries)
+        return list(self._latest)
 
     @property
     def reasked(self) -> int:
@@ -118,7 +122,9 @@ class ResponseCache:
 
     def reusable(self) -> int:
         """How many cached answers this run may reuse."""
-        return sum(1 for e in self._entries.values() if self.upstream is None or e.upstream == self.upstream)
+        if self.upstream is None:
+            return len(self._latest)
+        return sum(1 for _, upstream in self._entries if upstream == self.upstream)
 
     def put(self, answer: Answer) -> None:
         if self._handle is None:
@@ -127,9 +133,13 @@ class ResponseCache:
             self._handle = self.path.open("a", encoding="utf-8")
             if needs_newline:
                 self._handle.write("\n")
-        self._entries[answer.key] = answer
+        self._keep(answer)
         self._handle.write(json.dumps(answer.to_json(), ensure_ascii=False) + "\n")
         self._handle.flush()
+
+    def _keep(self, answer: Answer) -> None:
+        self._entries[(answer.key, answer.upstream)] = answer
+        self._latest[answer.key] = answer
 
     def close(self) -> None:
         if self._handle is not None:

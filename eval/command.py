@@ -143,12 +143,13 @@ def run_eval(
         else:
             sources = find_sources(args.data, args.documents)
             cases, notes = build_cases(plan, sources, runner.ask)
+        # The A/A arm drawn from every case, then cut to the shard: shards together re-ask what one run would.
+        work = [(c, s) for c, s in jobs(cases, plan.strategies, args.reasked, args.seed) if in_shard(c, shard)]
         cases = [c for c in cases if in_shard(c, shard)]
-        work = jobs(cases, plan.strategies, args.reasked, args.seed)
         cost = estimate(cases, work)
         others = len(cache) - cache.reusable()
         print(f"contextlift eval: {render(cost, base_url)}\n({cache.reusable()} answers cached in {cache.path}: not "
-              f"sent" + (f"; {others} more from another upstream, asked again" if others else "") + ")\n"
+              f"sent" + (f"; {others} from other upstreams not reused" if others else "") + ")\n"
               f"upstream {upstream.fingerprint}: {upstream.describe()}", file=sys.stderr)  # fmt: skip
         allowed = confirmed(cost, local=local, yes=args.yes)
         if allowed is None:
@@ -202,9 +203,10 @@ def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None)
             cases, _ = build_cases(plan, find_sources(args.data, args.documents), ask)
     except (ValueError, OSError) as error:
         raise EvalError(str(error)) from None
+    work = [(c, s) for c, s in jobs(cases, plan.strategies, args.reasked, args.seed) if in_shard(c, shard)]
     cases = [c for c in cases if in_shard(c, shard)]
     target = args.proxy or args.upstream or "the proxy started here"
-    print(render(estimate(cases, jobs(cases, plan.strategies, args.reasked, args.seed)), target))
+    print(render(estimate(cases, work), target))
     if generated:
         print(f"plus {len(generated):,} question-generation requests while the cases are built; the cases from "
               "them are not counted above (a dry run generates none)")  # fmt: skip
@@ -220,7 +222,10 @@ def run_merge(args: argparse.Namespace) -> int:
         raise EvalError(f"cannot read the parts: {error}") from None
     notes = tuple(dict.fromkeys(n for info in infos for n in info.notes))
     upstreams = {k: v for info in infos for k, v in info.upstreams.items()}
-    info = infos[0].__class__(**{**asdict(infos[0]), "notes": notes, "upstreams": upstreams})
+    runs = {info.run for info in infos}
+    info = infos[0].__class__(
+        **{**asdict(infos[0]), "notes": notes, "upstreams": upstreams, "run": runs.pop() if len(runs) == 1 else None}
+    )
     data = write_report(args.out, samples, info)
     _print_headline(data, args.out)
     return 0

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 
-_VOLATILE = frozenset({"created", "permission"})
-"""Fields of a `/v1/models` entry that change from one listing to the next (vLLM stamps both per call)."""
-_MOST_FIELDS = 20
+_LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
+"""The fields of a `/v1/models` entry that name what serves the model; others (vLLM's `created` and `permission`,
+stamped per call, or whatever a gateway adds) would change the fingerprint from one run to the next."""
 _LONGEST_VALUE = 200
-"""What of an upstream's listing is kept: its text ends up in every report, and an upstream may send anything."""
+"""How much of each value is kept: its text ends up in every report, and an upstream may send anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,11 @@ class UpstreamIdentity:
     def to_json(self) -> dict[str, Any]:
         return {"fingerprint": self.fingerprint, "model": self.model, **self.details}
 
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> UpstreamIdentity:
+        """The identity `to_json` wrote (run.json's `upstreams`)."""
+        return cls(str(record.get("model", "")), {k: v for k, v in record.items() if k not in ("fingerprint", "model")})
+
     def describe(self) -> str:
         """One line for a report's head."""
         details = self.details
@@ -51,7 +56,7 @@ class UpstreamIdentity:
                 f"{details.get('server')}, {settings}; build `{details.get('build')}`"
             )
         listed = {**(details.get("listed") or {}), **(details.get("server") or {})}
-        extra = ", ".join(f"{k} {v}" for k, v in sorted(listed.items()) if k not in ("id", "object"))
+        extra = ", ".join(f"{k} `{v}`" for k, v in sorted(listed.items()) if k not in ("id", "object"))
         return (
             f"`{_printable(self.model)}`"
             + (f" ({extra})" if extra else "")
@@ -79,7 +84,7 @@ def identify(
         if isinstance(listed, list)
         else {}
     )
-    details: dict[str, Any] = {"listed": _kept(entry)} if entry else {}
+    details: dict[str, Any] = {"listed": _kept({k: v for k, v in entry.items() if k in _LISTED})} if entry else {}
     if upstream_url:
         root = upstream_url.rstrip("/").removesuffix("/v1")
         props = _json(f"{root}/props", headers)
@@ -103,12 +108,10 @@ def _json(url: str, headers: dict[str, str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _kept(fields: dict[str, Any]) -> dict[str, Any]:
-    """At most `_MOST_FIELDS` scalar fields, volatile ones left out, each text on one line and bounded."""
+def _kept(fields: dict[str, Any]) -> dict[str, str]:
+    """The scalar fields, each as text on one line, bounded (a number too: JSON allows one of any length)."""
     return {
-        _printable(str(k))[:_LONGEST_VALUE]: _printable(v)[:_LONGEST_VALUE] if isinstance(v, str) else v
-        for k, v in list(fields.items())[:_MOST_FIELDS]
-        if k not in _VOLATILE and isinstance(v, str | int | float | bool)
+        k: _printable(str(v))[:_LONGEST_VALUE] for k, v in fields.items() if isinstance(v, str | int | float | bool)
     }
 
 

@@ -1,10 +1,10 @@
 """A policy for `auto`, written from eval reports and shadow reports: per model and prompt shape, the pipeline
 with the best measured lift that holds in some regime and is significantly below `none` in none, by the report's
 own rule (eval.verdicts.best_pipeline: exact paired test, at least MIN_DISCORDANT pairs that differ, Holm's correction
-over the regime's pipelines), within the operator's cost ceiling; no rule (so `none`) where nothing qualifies, with a
-comment saying why. A smoke-test report (the quick profile) yields no rule. A shadow-report folder (its
-`probes.json`: positional probes on live traffic) yields rules per model and detected format by the same rule,
-each with the probe run as its evidence.
+over the regime's pipelines, an interval clear of the run's noise floor), within the operator's cost ceiling; no
+rule (so `none`) where nothing qualifies, with a comment saying why. A smoke-test report (the quick profile) yields
+no rule. A shadow-report folder (its `probes.json`: positional probes on live traffic) yields rules per model and
+detected format by the same rule, each with the probe run as its evidence.
 
 The file is written as text rather than through a TOML writer: its comments, which carry the reasoning next to
 each rule, are the point, and TOML writers drop comments. Much of what it holds came from clients (a model name in
@@ -390,8 +390,9 @@ def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str,
     rows = [r for rows in by_strategy.values() for r in rows]
     return [
         f"{task} ({shape} prompts, detected as {fmt}) on {model}: no rule. No pipeline's lift holds (above zero,",
-        f"at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}) without a significant",
-        "loss in another regime, within the cost ceiling, so auto applies none to these requests.",
+        f"at least {MIN_DISCORDANT} pairs that differ, Holm-corrected exact p below {ALPHA}, an interval clear of",
+        "the noise floor) without a significant loss in another regime, within the cost ceiling, so auto applies",
+        "none to these requests.",
         *_closest(rows),
     ]
 

@@ -90,6 +90,7 @@ def jobs(cases: Iterable[Case], strategies: Sequence[str], reasked: int = 0, see
             if not case.strategies and case.metric != AGREEMENT_METRIC:
                 with_none.setdefault((case.task, case.variant), []).append(case)
     for (task, variant), group in with_none.items():
+        group = sorted(group, key=lambda c: c.key)  # the draw independent of the order the cases were built in
         drawn = random.Random(f"{seed}:{task}:{variant}").sample(group, min(reasked, len(group)))
         work += [(case, REASKED) for case in sorted(drawn, key=lambda c: c.key)]
     return work

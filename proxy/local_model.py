@@ -89,6 +89,8 @@ def server_command(
         "--port", str(port),
         "--n_ctx", str(context),
         "--verbose", "False",
+        # It would cut a streamed answer short whenever another request queued behind it.
+        "--interrupt_requests", "False",
     ]  # fmt: skip
     # llama-cpp-python generates on half the CPUs unless told (its `n_threads` default is cpu_count // 2);
     # "unset" means all the CPUs this process may run on, for generation and prompt processing alike.

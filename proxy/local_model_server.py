@@ -13,7 +13,7 @@ tests/e2e/test_local_model_reproduces.py checks the effect on the real model.
 
 Run as `python -m proxy.local_model_server [--contextlift-...] <llama_cpp.server arguments>`; with
 `--contextlift-identity PATH` it writes what the answers depend on (server version, build, model file, settings)
-there as JSON once the model is loaded, for the eval's cache key and reports.
+there as JSON before the server starts, for the eval's cache key and reports.
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ class Settings(BaseSettings):
     local_model_seed: int = Field(
         0,
         ge=0,
-        le=2**32 - 1,
+        # 2**32 - 1 is llama.cpp's "draw a random seed".
+        le=2**32 - 2,
         description="Sampling seed of every request to the embedded model that names none, so that the same prompt "
         "gets the same answer at any temperature, whatever was asked before it.",
     )

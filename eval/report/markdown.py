@@ -113,9 +113,7 @@ def _upstream_lines(upstreams: dict[str, dict[str, Any]]) -> list[str]:
                 "one run of an upstream that did not reproduce them"]  # fmt: skip
     lines = []
     for fingerprint, identity in upstreams.items():
-        described = UpstreamIdentity(identity.get("model", ""), {
-            k: v for k, v in identity.items() if k not in ("fingerprint", "model")}).describe()  # fmt: skip
-        lines.append(f"- upstream `{fingerprint}`: {described}")
+        lines.append(f"- upstream `{fingerprint}`: {UpstreamIdentity.from_json(identity).describe()}")
     if len(upstreams) > 1:
         lines.append("- more than one upstream answered: only answers from the same one are paired")
     return lines

@@ -38,9 +38,13 @@ def harmful(row: dict[str, Any]) -> bool:
 
 
 def _holds(row: dict[str, Any]) -> bool:
+    return _tested(row) and clear_of_floor(row)
+
+
+def _tested(row: dict[str, Any]) -> bool:
+    """The paired test alone: enough pairs that differ, Holm-corrected exact p below ALPHA."""
     p = row.get("p_holm", row.get("p"))
-    tested = p is not None and row.get("wins", 0) + row.get("losses", 0) >= MIN_DISCORDANT and p < ALPHA
-    return tested and clear_of_floor(row)
+    return p is not None and row.get("wins", 0) + row.get("losses", 0) >= MIN_DISCORDANT and p < ALPHA
 
 
 def clear_of_floor(row: dict[str, Any]) -> bool:
@@ -87,6 +91,8 @@ def best_pipelines(lifts: Sequence[dict[str, Any]], order: Sequence[str]) -> lis
                 "wins": leader.get("wins"),
                 "losses": leader.get("losses"),
                 "family": leader.get("family", len(rows)),
+                "floor": leader.get("floor"),
+                "inside_floor": leader["value"] > 0 and _tested(leader) and not clear_of_floor(leader),
                 "detectable": min((r["detectable"] for r in rows if r.get("detectable") is not None), default=None),
                 "rankable": not all(_flat(r) for r in rows),
             }
@@ -130,7 +136,8 @@ def best_pipeline_section(
         "each lift table; equal lifts go to the higher lower bound). A lift holds when it is above zero, at least "
         f"{MIN_DISCORDANT} pairs differ (wins + losses), and the exact paired test (McNemar's for right/wrong "
         f"answers) stays below p = {ALPHA} after Holm's correction over the pipelines compared in the regime "
-        "(`p (Holm)`; the family size follows the slash). `recommend` is the highest lift that holds: what "
+        "(`p (Holm)`; the family size follows the slash), and, where the run measured a noise floor above 0 (the A/A "
+        "table), its 95% interval lies wholly above that floor. `recommend` is the highest lift that holds: what "
         "`contextlift policy` would write. `detectable` is the smallest lift the run could have found with 80% "
         'power at its n and `none`\'s accuracy: with no verdict, read "no lift larger than that". `calls x` and '
         "`latency x` (the median's) are the recommended pipeline's cost relative to `none`: 1.00 where `recommend` "
@@ -194,6 +201,8 @@ def _verdict_cell(row: dict[str, Any]) -> str:
     others = [s for s in row["above_zero"] if s != row["strategy"]]
     if row["verdict"] == "significant":
         return "significant: holds after Holm's correction"
+    if row.get("inside_floor"):
+        return f"not significant: its interval reaches into the noise floor ({row['floor']:.3f})"
     if row["verdict"] == "not significant" and others:
         return f"not significant; significant with a smaller lift: {_names(others)}"
     if row["verdict"] == "not significant" and (row.get("wins") or 0) + (row.get("losses") or 0) < MIN_DISCORDANT:

@@ -72,7 +72,7 @@ class Medoid(Executor):
         seed = params.get("seed", context.services.seed)
         rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()
         # k renderings of every document: CPU work in proportion to the request, not for the event loop.
-        bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng, seed is not None)
+        bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng)
         results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
         answered = [r for r in results if isinstance(r, Completion)]
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -139,11 +139,10 @@ def _with_choices(first: Completion, picked: list[Completion]) -> Completion:
     return Completion({**first.body, "choices": choices}, first.headers)
 
 
-def _permuted_bodies(
-    request: ChatRequest, params: Params, rng: random.Random, seeded: bool = False
-) -> list[dict[str, Any]]:
-    """The k voting calls' bodies; `seeded`: each also names a sampling seed drawn from `rng`, so that a seeded run
-    samples the same answers each time (and k calls on one prompt, `permute=off`, still differ)."""
+def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -> list[dict[str, Any]]:
+    """The k voting calls' bodies, each naming its own sampling seed drawn from `rng`: k calls on one prompt
+    (`permute=off`) still sample k answers from an upstream that seeds an unseeded request alike (the embedded
+    model does), and a seeded medoid samples the same answers each time."""
     documents = list(request.documents)
     bodies = []
     for _ in range(int(params["k"])):
@@ -151,7 +150,6 @@ def _permuted_bodies(
         permuted = request.with_documents(order).render()
         body = {k: v for k, v in permuted.items() if k not in _NOT_PER_CALL}
         body["temperature"] = params["temperature"]
-        if seeded:
-            body["seed"] = rng.randrange(2**31)
+        body["seed"] = rng.randrange(2**31)
         bodies.append(body)
     return bodies

@@ -199,12 +199,12 @@ def test_a_run_records_its_upstream_measures_its_floor_and_asks_again_what_anoth
     [(fingerprint, identity)] = run["upstreams"].items()
     assert identity == {"fingerprint": fingerprint, "model": "fake-model",
                         "listed": {"id": "fake-model", "object": "model", "root": "/models/a.gguf"}}  # fmt: skip
-    assert f"upstream {fingerprint}: `fake-model` (root /models/a.gguf)" in err
+    assert f"upstream {fingerprint}: `fake-model` (root `/models/a.gguf`)" in err
     data = json.loads((tmp_path / "one" / "results.json").read_text())
     floors = {r["variant"]: (r["n"], r["answers_changed"]) for r in data["noise_floor"]}
     assert floors["standard"] == (4, 4)  # every re-asked case answered otherwise: a floor of answers, not scores
     report = (tmp_path / "one" / "report.md").read_text()
-    assert f"- upstream `{fingerprint}`: `fake-model` (root /models/a.gguf)" in report
+    assert f"- upstream `{fingerprint}`: `fake-model` (root `/models/a.gguf`)" in report
     # The same upstream again: every answer reused, nothing asked.
     asked = sum(upstream.seen.values())
     assert "asked again" not in _eval(url, tmp_path / "two", cache, capsys)
@@ -212,8 +212,12 @@ def test_a_run_records_its_upstream_measures_its_floor_and_asks_again_what_anoth
     # Another build of the model behind the same name: nothing reused, and the run says so.
     upstream.listing = {**upstream.listing, "root": "/models/b.gguf"}
     err = _eval(url, tmp_path / "three", cache, capsys)
-    assert "more from another upstream, asked again" in err
+    assert f"{asked} from other upstreams not reused" in err
     assert f"asked {asked} requests again" in err
+    assert sum(upstream.seen.values()) == 2 * asked
+    # Back to the first build: its answers are still there, nothing asked.
+    upstream.listing = {**upstream.listing, "root": "/models/a.gguf"}
+    assert "requests again" not in _eval(url, tmp_path / "four", cache, capsys)
     assert sum(upstream.seen.values()) == 2 * asked
 
 
@@ -252,7 +256,7 @@ def test_an_upstream_the_eval_can_reach_is_asked_what_server_and_build_it_is(
         "/version": {"version": "0.6.3"},
     }
     identity = identify(url, "fake-model", upstream_url=url)
-    assert identity.details["server"] == {"model_path": "/m/a.gguf", "build_info": "b4500-abc", "n_ctx": 4096,
+    assert identity.details["server"] == {"model_path": "/m/a.gguf", "build_info": "b4500-abc", "n_ctx": "4096",
                                           "version": "0.6.3"}  # fmt: skip
     upstream.listing = {**upstream.listing, "root": "/models/b.gguf"}
     upstream.extra["/props"]["build_info"] = "b4501-def"
