@@ -30,8 +30,10 @@ def test_identical_prompts_get_identical_answers_whatever_came_between() -> None
     asks = [
         _body(question, order, temperature)
         for temperature in (0.0, 0.9)
-        for question in ("What is Ostmark known for?", "What is Tarn known for?")
-        for order in ([0, 1, 2, 3, 4], [4, 3, 2, 1, 0])
+        for question, order in (
+            ("What is Ostmark known for?", [0, 1, 2, 3, 4]),
+            ("What is Tarn known for?", [4, 3, 2, 1, 0]),
+        )
     ]
     # Each prompt asked twice: in order, then in reverse, so each second asking follows another prompt than the
     # first did (a shared prefix of another length, another previous seed).
