@@ -35,8 +35,6 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             # (about five minutes on 2 cores) to a test of the report, not of the strategies.
             *("--strategies", "none", "--strategies", "reorder", "--strategies", "query-aware"),
             *("--strategies", "recite", "--strategies", "fact", "--strategies", "medoid; k=3"),
-            # Five re-asked cases per regime are enough to see an answer change; 30 would add two minutes.
-            *("--reasked", "5"),
             "--out",
             str(out),
             "--write-policy",
