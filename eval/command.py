@@ -17,7 +17,7 @@ from eval.cost import confirmed, estimate, render
 from eval.identity import identify, new_run_id
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.report.publish import read_info, write_report, write_samples
-from eval.runner import Progress, Runner, Target, jobs
+from eval.runner import Progress, Runner, Target, bearer, jobs
 from eval.sources import find_sources
 from eval.tasks import replay
 from eval.verdicts.results import RunInfo, load_samples
@@ -167,17 +167,17 @@ def run_eval(
         print(f"contextlift eval: asked {cache.reasked} requests again: their cached answers came from another "
               "upstream (or from before upstreams were recorded)", file=sys.stderr)  # fmt: skip
     info = RunInfo(
-        model,
-        _public(base_url),
-        plan.strategies,
-        args.seed,
-        args.profile,
-        tuple(notes),
-        {replay.INFO.name: asdict(replay.INFO)}
+        model=model,
+        proxy=_public(base_url),
+        strategies=plan.strategies,
+        seed=args.seed,
+        profile=args.profile,
+        notes=tuple(notes),
+        tasks={replay.INFO.name: asdict(replay.INFO)}
         if args.replay is not None
         else {task: task_record(task, grid) for task, grid in plan.tasks.items()},
-        {upstream.fingerprint: upstream.to_json()},
-        run,
+        upstreams={upstream.fingerprint: upstream.to_json()},
+        run=run,
     )
     if shard is not None:
         write_samples(args.out, samples, info)
@@ -243,7 +243,7 @@ def _print_headline(data: dict[str, Any], out: Path) -> None:
 
 
 def _first_model(base_url: str, api_key: str | None) -> str:
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = bearer(api_key)
     try:
         response = httpx.get(f"{base_url}/models", headers=headers, timeout=30)
         response.raise_for_status()

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from eval.runner import bearer
+
 _LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
 """The fields of a `/v1/models` entry that name what serves the model; others (vLLM's `created` and `permission`,
 stamped per call, or whatever a gateway adds) would change the fingerprint from one run to the next."""
@@ -77,7 +79,7 @@ def identify(
     nothing is known by the model name alone."""
     if local is not None:
         return UpstreamIdentity(model, dict(local))
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = bearer(api_key)
     listed = _json(f"{base_url}/models", headers).get("data")
     entry = (
         next((m for m in listed if isinstance(m, dict) and m.get("id") == model), {})

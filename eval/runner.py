@@ -148,7 +148,7 @@ class Runner:
     async def run(self, work: Sequence[tuple[Case, str]], progress: Progress | None = None) -> list[Sample]:
         """One sample record per job, in the order of `work`."""
         limit = asyncio.Semaphore(self.concurrency)
-        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else {}
+        headers = bearer(self.target.api_key)
         async with httpx.AsyncClient(
             base_url=self.target.base_url, headers=headers, timeout=self.target.timeout, transport=self._transport
         ) as client:
@@ -272,6 +272,11 @@ class Runner:
     def _redact(self, text: str) -> str:
         key = self.target.api_key
         return text.replace(key, "[redacted]") if key else text
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The header that carries the client's key, if any."""
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def _calls(response: httpx.Response) -> int | None:

@@ -124,7 +124,7 @@ def noise_floors(samples: Sequence[Sample], reasked: Sequence[Sample]) -> list[d
                 "changed": lift.wins + lift.losses,
                 "answers_changed": sum(1 for again, once in pairs if again.answer != once.answer),
                 "floor": (lift.wins + lift.losses) / lift.n,
-                "runs": len({s.run for pair in pairs for s in pair if s.run}),
+                "runs": _runs(pairs),
             }
         )
     return sorted(rows, key=lambda r: (r["task"], r["variant"]))
@@ -184,7 +184,7 @@ def lifts(samples: Sequence[Sample], floors: dict[tuple[str, str], float] | None
                             **_lift_dict(lift),
                             "baseline": baseline,
                             "upstreams": sorted({b.upstream for _, b in pairs if b.upstream}),
-                            "runs": len({s.run for pair in pairs for s in pair if s.run}),
+                            "runs": _runs(pairs),
                             "floor": floors.get((task, variant)),
                         }
                     )
@@ -197,6 +197,11 @@ def lifts(samples: Sequence[Sample], floors: dict[tuple[str, str], float] | None
             row["discordant"] = discordant
             row["detectable"] = detectable_lift(row["n"], row["baseline"], len(family), discordant)
     return rows
+
+
+def _runs(pairs: Iterable[tuple[Sample, Sample]]) -> int:
+    """How many runs asked the answers of `pairs` (a run from before runs were recorded counts none)."""
+    return len({s.run for pair in pairs for s in pair if s.run})
 
 
 def _group_rows(rows: Iterable[dict[str, Any]], *fields: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
