@@ -23,6 +23,8 @@ from eval.runner import bearer
 _LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
 """The fields of a `/v1/models` entry that name what serves the model; others (vLLM's `created` and `permission`,
 stamped per call, or whatever a gateway adds) would change the fingerprint from one run to the next."""
+_LARGEST_ANSWER = 1 << 20
+"""Bytes read of an upstream's description of itself: a model list or /props is a few kilobytes."""
 _LONGEST_VALUE = 200
 """How much of each value is kept: its text ends up in every report, and an upstream may send anything."""
 
@@ -102,9 +104,15 @@ def identify(
 
 
 def _json(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    """The JSON object at `url`, or {} where there is none."""
+    """The JSON object at `url`, or {} where there is none or it is longer than `_LARGEST_ANSWER`."""
     try:
-        value = httpx.get(url, headers=headers, timeout=10).json()
+        with httpx.stream("GET", url, headers=headers, timeout=10) as response:
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > _LARGEST_ANSWER:
+                    return {}
+        value = json.loads(body)
     except (httpx.HTTPError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -229,13 +229,18 @@ def test_what_an_upstream_lists_is_bounded_and_kept_to_one_line(tmp_path: Path) 
         return httpx.Response(200, json={"data": [hostile]})
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as client, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(httpx, "get", client.get)
+        patch.setattr(httpx, "stream", client.stream)
         identity = identify("http://proxy/v1", "m")
     listed = identity.details["listed"]
     assert "created" not in listed
     assert "nested" not in listed
     assert len(listed) < 20
     assert len(listed["root"]) == 200
+    huge = {"data": [{"id": "m", "root": "x" * (2 << 20)}]}
+    with httpx.Client(transport=httpx.MockTransport(lambda _: httpx.Response(200, json=huge))) as client, \
+            pytest.MonkeyPatch.context() as patch:  # fmt: skip
+        patch.setattr(httpx, "stream", client.stream)
+        assert identify("http://proxy/v1", "m").details == {}  # over a megabyte: not read, known by its name
     assert "\n" not in identity.describe()
     assert "`" not in listed["root"]
     assert "|" not in listed["root"]
