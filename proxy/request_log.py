@@ -99,11 +99,12 @@ class RequestRecord:
         }
 
     def _order_headers(self) -> dict[str, str]:
-        """`X-Context-Order: 6,1,2,...` (the client's document numbers in the order sent, or `kept`) and
-        `X-Context-Dropped: 3,7` for the documents left out."""
+        """`X-Context-Order: 6,1,2,...` (the client's document numbers in the order sent, `kept`, or `permuted`
+        where each call sent them in an order of its own) and `X-Context-Dropped: 3,7` for the documents left out."""
         if self.order is None:
             return {}
-        headers = {"x-context-order": "kept" if self.order.kept else _numbers(self.order.sent)}
+        order = "permuted" if self.order.permuted else "kept" if self.order.kept else _numbers(self.order.sent)
+        headers = {"x-context-order": order}
         if self.order.dropped:
             headers["x-context-dropped"] = _numbers(self.order.dropped)
         return headers

@@ -176,10 +176,25 @@ class Strategy(ABC):
     answers_n: ClassVar[bool] = True
     """Whether it gives the `n` choices a client asks for. An executor that makes one answer sets False, and a
     request with `n` > 1 is then refused with a 400 naming `n` rather than answered with fewer choices."""
+    keeps_documents: ClassVar[bool] = True
+    """Whether the request it returns still holds the documents apart from the prompt's text. `repeat` writes them
+    into the text (`ChatRequest.written`): a later step that needs documents would find none, so a pipeline that
+    puts one after it is refused."""
 
     def max_upstream_calls(self, params: Params) -> int:
         """The most upstream calls this step can make (retries aside); 0 for transforms."""
         return 0
+
+    def runs_on(self, request: ChatRequest) -> bool:
+        """Whether a step of this strategy does anything for `request`: it needs no documents, or the request holds
+        some (or, for a step that reads them, documents it may not move). A pipeline passes over it otherwise."""
+        readable = self.reads_unmovable and request.unmovable is not None
+        return not self.needs_documents or bool(request.documents) or readable
+
+    def keeps_order(self, params: Params) -> bool:
+        """Whether its calls send the documents in the order it was handed them: `medoid` sends each call its own
+        permutation, which the response then says (`X-Context-Order: permuted`)."""
+        return True
 
 
 class Transform(Strategy):

@@ -67,7 +67,8 @@ class StrategyRegistry:
 
         Raises:
             StrategySelectionError: unknown strategy or parameter, malformed or out-of-range value, `none`
-                combined with other steps, more than one executor, or an executor that is not last.
+                combined with other steps, more than one executor, an executor that is not last, or a step that
+                needs documents after one that writes them into the prompt's text.
         """
         steps: list[Step] = []
         for request in requests:
@@ -131,4 +132,21 @@ def _ordered_pipeline(steps: list[Step]) -> Pipeline:
         raise StrategySelectionError(f"at most one executor strategy per request, got {names}")
     if executors and steps[-1] is not executors[0]:
         raise StrategySelectionError(f"executor strategy {executors[0].strategy.name!r} must be the last step")
+    _check_documents_remain(steps)
     return Pipeline(tuple(steps))
+
+
+def _check_documents_remain(steps: list[Step]) -> None:
+    """Refuse a step that needs documents after one that wrote them into the prompt's text (`repeat`): it would
+    find none, and be passed over without a word."""
+    writer: Step | None = None
+    for step in steps:
+        if writer is not None and (step.strategy.needs_documents or step.strategy.reads_unmovable):
+            earlier, later = writer.strategy.name, step.strategy.name
+            remedy = f"put {earlier!r} after it" if step.strategy.role is Role.TRANSFORM else "run them apart"
+            raise StrategySelectionError(
+                f"{later!r} needs the documents, and {earlier!r} before it writes them into the prompt's text, "
+                f"where no later step can find them: {remedy}"
+            )
+        if not step.strategy.keeps_documents:
+            writer = step

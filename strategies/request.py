@@ -108,6 +108,14 @@ class ChatRequest:
     """Where detection declined a context whose units blank lines alone separate (`none: ambiguous-chunks`):
     those units, read as paragraphs, for a step that only adds text beside them and never moves one (`focus`).
     No step may move or drop them: a unit may be half of a chunk."""
+    written: tuple[Document, ...] = ()
+    """The documents a step wrote into `body` as text (`repeat` doubles the rendered turn), in the order written: no
+    later step may move them, but the response still says where they went."""
+
+    @property
+    def sent_documents(self) -> tuple[Document, ...]:
+        """The documents the rendered body holds, in its order: those in place, else those a step wrote into it."""
+        return self.documents or self.written
 
     @property
     def messages(self) -> list[Mapping[str, Any]]:
@@ -245,11 +253,13 @@ class DocumentOrder:
 
     sent: tuple[int, ...]
     dropped: tuple[int, ...]
+    permuted: bool = False
+    """Whether the calls sent `sent` each in an order of its own (`medoid`), not in the order listed."""
 
     @property
     def kept(self) -> bool:
         """Whether nothing moved and nothing was dropped."""
-        return not self.dropped and self.sent == tuple(range(1, len(self.sent) + 1))
+        return not self.permuted and not self.dropped and self.sent == tuple(range(1, len(self.sent) + 1))
 
 
 def document_order(found: Sequence[Document], sent: Sequence[Document]) -> DocumentOrder | None:

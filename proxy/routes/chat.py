@@ -33,10 +33,13 @@ from proxy.shadow.case import ShadowCase
 from proxy.state import STRATEGY_FIELD, ProxyState
 from proxy.upstream.client import Verbatim
 from strategies import (
+    AppliedStep,
     ChatRequest,
     Completion,
     DocumentLimitError,
+    DocumentOrder,
     Pipeline,
+    PipelineResult,
     UpstreamFailure,
     document_order,
     parse_request,
@@ -110,12 +113,14 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     except ClientDisconnected:
         record.finish(CLIENT_CLOSED_REQUEST)
         return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
-    except UpstreamFailure as error:
-        record.error = getattr(error, "code", type(error).__name__)
+    except Exception as error:
+        record.applied = _steps_run_on(pipeline, chat)
+        if isinstance(error, UpstreamFailure):
+            record.error = getattr(error, "code", type(error).__name__)
         raise
     record.applied = result.steps
     if chat.documents:
-        record.order = document_order(chat.documents, result.request.documents)
+        record.order = _order_sent(pipeline, chat, result)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -212,6 +217,23 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
+
+
+def _steps_run_on(pipeline: Pipeline, chat: ChatRequest) -> tuple[AppliedStep, ...]:
+    """The steps of a pipeline that did not return, as a success would have named them: those that run on the
+    request (none, for a request without documents and steps that need them)."""
+    return tuple(AppliedStep(s.strategy.name, s.label) for s in pipeline.steps if s.strategy.runs_on(chat))
+
+
+def _order_sent(pipeline: Pipeline, chat: ChatRequest, result: PipelineResult) -> DocumentOrder | None:
+    """Where the client's documents went in the bodies sent: as the transforms left them (or wrote them into the
+    prompt's text), told as `permuted` where the executor that ran sent each call an order of its own."""
+    order = document_order(chat.documents, result.request.sent_documents)
+    executor = pipeline.executor
+    if order is None or executor is None or executor.strategy.keeps_order(executor.params):
+        return order
+    ran = any(step.name == executor.strategy.name for step in result.steps)
+    return replace(order, permuted=True) if ran else order
 
 
 def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:

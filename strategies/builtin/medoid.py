@@ -68,6 +68,9 @@ class Medoid(Executor):
     def max_upstream_calls(self, params: Params) -> int:
         return int(params["k"])
 
+    def keeps_order(self, params: Params) -> bool:
+        return params["permute"] == "off"
+
     async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
         seed = params.get("seed", context.services.seed)
         rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()

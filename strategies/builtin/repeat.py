@@ -15,8 +15,10 @@ What is repeated, decided here where the paper is silent about chat requests:
 - past `limit` prompt tokens (cl100k, all messages, after repetition) it is left alone (`skipped=over-limit`):
   the proxy does not know the upstream's window, and a doubled long prompt is the likeliest to pass it.
 
-It rewrites the body as rendered so far, so it goes last among transforms: a step after it finds no documents to
-move. It reports what it added: `tokens=+N` (cl100k) beside the doubled turn.
+It rewrites the body as rendered so far, so it goes after every step that needs documents (a pipeline that puts one
+after it is refused: that step would find none), and the request it returns keeps the documents it wrote only as a
+record of where they went (`ChatRequest.written`). It reports what it added: `tokens=+N` (cl100k) beside the doubled
+turn.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Repeat(Transform):
 
     name: ClassVar[str] = "repeat"
     needs_documents: ClassVar[bool] = False
+    keeps_documents: ClassVar[bool] = False
     prompt_copies: ClassVar[int] = 2
     params: ClassVar[tuple[Param, ...]] = (
         Param("limit", int, DEFAULT_LIMIT, "the most prompt tokens (cl100k) the repeated request may hold; past it "
@@ -69,7 +72,9 @@ class Repeat(Transform):
         context.note("repeated=user-turn")
         context.note(f"tokens=+{added}")
         new_body = {**body, "messages": [*messages[:-1], {**messages[-1], "content": repeated}]}
-        return ChatRequest(body=new_body, question=request.question, detection=request.detection)
+        return ChatRequest(
+            body=new_body, question=request.question, detection=request.detection, written=request.sent_documents
+        )
 
 
 def _is_user(message: Any) -> bool:
