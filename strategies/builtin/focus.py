@@ -7,6 +7,10 @@ title, else its opening words quoted. Nothing moves, so it also runs where a con
 moved (`none: ambiguous-chunks`, a LangChain prompt of blank-line paragraphs): there the unit it quotes may be
 part of a larger chunk, which a quotation does no harm to. The ranking is any ranker's (`ranker=`), and after
 `filter` it names the best of what was kept.
+
+The sentence is the proxy's own, and no document's text stands in it outside quotation marks: a marker is repeated
+only where it reads as one (a word or two and a number); a title or opening words are quoted with what is not
+printable (ESC, NUL, BEL, line breaks) as spaces and double quotes as single ones, so they cannot close the quote.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ QUOTED_WORDS = 12
 """Opening words quoted where a document has no label: enough to find it, few enough to add a line, not a copy."""
 MAX_QUOTE_CHARS = 120
 _MARKER_END = re.compile(r"[\]\)]")
+# A marker as the proxy repeats it in its own sentence: a word or two and a number (`Document 6`, `[3]`, `Source 2`,
+# `Retrieved chunk 1`); any other text before a document's number is the document's, and is not repeated unquoted.
+_PLAIN_MARKER = re.compile(r"(?:[A-Za-z]{1,20}[ ]?){0,2}(?:#[ ]?)?\[?\d{1,9}\]?")
+_DOUBLE_QUOTES = str.maketrans(dict.fromkeys('"\u201c\u201d\u201e\u201f\u2033\uff02', "'"))
 # A numbered source's marker, as the numbered shape reads it: `[3]`, `Source 3`, `### Source 3`, `**Passage 2**`.
 _NUMBERED_MARKER = re.compile(
     r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?P<marker>\[\d{1,9}\]|[A-Za-z][A-Za-z ]{0,30}?[ \t]*#?[ \t]*\[?\d{1,9}\]?)"
@@ -60,7 +68,8 @@ def _sentence(labels: list[str]) -> str:
 
 
 def _label(document: Document, fmt: DocumentFormat, number: int | None) -> str:
-    """How the client labelled the document: its marker, else its title, else its opening words."""
+    """How the client labelled the document: its marker, else its title, else its opening words. A marker is taken
+    only as a marker reads (a word or two and a number); a title or opening words are quoted, made plain first."""
     if fmt is DocumentFormat.LITM and number is not None:
         return f"Document [{number}]"
     raw = document.raw
@@ -68,16 +77,25 @@ def _label(document: Document, fmt: DocumentFormat, number: int | None) -> str:
         _, end = document.number_span
         closing = _MARKER_END.match(raw, end)
         marker = raw[: closing.end() if closing else end].strip().lstrip("#* ").strip()
-        if marker and "\n" not in marker and len(marker) <= 40:
+        if _PLAIN_MARKER.fullmatch(marker):
             return marker
     if fmt is DocumentFormat.NUMBERED:
         # Numbers stay as the client wrote them (its citations map back to them): the marker names the source.
         numbered = _NUMBERED_MARKER.match(document.raw)
-        if numbered is not None:
+        if numbered is not None and _PLAIN_MARKER.fullmatch(numbered.group("marker").strip()):
             return numbered.group("marker").strip()
-    if document.title:
-        return f'the one titled "{" ".join(document.title.split())[:MAX_QUOTE_CHARS]}"'
-    words = document.text.split()
-    opening = " ".join(words[:QUOTED_WORDS])[:MAX_QUOTE_CHARS]
+    title = _plain(document.title or "")
+    if title:
+        return f'the one titled "{title[:MAX_QUOTE_CHARS]}"'
+    words = document.text.split(maxsplit=QUOTED_WORDS)
+    opening = _plain(" ".join(words[:QUOTED_WORDS]))[:MAX_QUOTE_CHARS]
     more = "..." if len(words) > QUOTED_WORDS or len(opening) == MAX_QUOTE_CHARS else ""
     return f'the one that begins "{opening}{more}"'
+
+
+def _plain(text: str) -> str:
+    """`text` fit to sit inside the proxy's own sentence: what is not printable (ESC, NUL, BEL, line breaks, bidi
+    overrides) a space, runs of space one, and double quotes single ones, so that the sentence's quotation marks
+    are the proxy's alone and a document's text cannot close them."""
+    printable = "".join(c if c.isprintable() else " " for c in text)
+    return " ".join(printable.translate(_DOUBLE_QUOTES).split())
