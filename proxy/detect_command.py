@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Mapping
@@ -42,12 +43,20 @@ def detect_command(
     """Read a chat-completions body from `path` (standard input when None), print detection's findings; with
     `strategy`, print what its transforms would send upstream instead.
 
-    Returns 0, or 2 when the body cannot be read, is not a chat-completions body, or the strategy is invalid.
+    Returns 0, or 2 when the body cannot be read, is larger than the proxy takes (`max_body_bytes`, read no further),
+    is not a chat-completions body, or the strategy is invalid.
     """
+    limit = settings.max_body_bytes
     try:
-        raw = path.read_bytes() if path is not None else sys.stdin.buffer.read()
+        with open(path, "rb") if path is not None else contextlib.nullcontext(sys.stdin.buffer) as source:
+            raw = source.read(limit + 1)  # past the limit, not a byte more: a body the proxy would refuse unread
     except OSError as error:
         print(f"contextlift detect: cannot read {path}: {error.strerror}", file=sys.stderr)
+        return 2
+    if len(raw) > limit:
+        where = path if path is not None else "standard input"
+        print(f"contextlift detect: {where}: larger than max_body_bytes ({limit} bytes), the most the proxy reads",
+              file=sys.stderr)  # fmt: skip
         return 2
     declared = tuple(f.declared() for f in settings.document_formats)
     limits = DocumentLimits(settings.max_documents, settings.max_document_bytes)
@@ -96,7 +105,11 @@ async def _preview(
     registry.rankers = frozenset(rankers)
     pipeline = registry.resolve(parse_selection(strategy), settings.strategy_caps)
     declared = tuple(f.declared() for f in settings.document_formats)
-    request = parse_request(body, limits, declared=declared, shape=shape or pipeline.shape)
+    # As a request: `none` reads nothing of the prompt, so finds no documents.
+    steps = pipeline.steps
+    request = (
+        parse_request(body, limits, declared=declared, shape=shape or pipeline.shape) if steps else ChatRequest(body)
+    )
     embedder = None
     ranker_set = RankerSet(rankers, settings.default_ranker)
     if pipeline.waits_for_embedder(ranker_set) and embeddings_installed():
@@ -105,9 +118,11 @@ async def _preview(
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = SentenceTransformerEmbedder(device=device)
         ranker_set = RankerSet(rankers, settings.default_ranker, embedder)
-    context = StepContext(_NoModel(), Services(embedder=embedder, rankers=ranker_set))
-    sent: ChatRequest = await apply_transforms(pipeline, request, context) if request.documents else request
-    order = document_order(request.documents, sent.documents) if request.documents else None
+    services = Services(embedder=embedder, rankers=ranker_set, seed=settings.strategy_seed)
+    context = StepContext(_NoModel(), services)
+    # The transforms skip what a request's would (a step that needs documents, on a request without any).
+    sent = await apply_transforms(pipeline, request, context)
+    order = document_order(request.documents, sent.sent_documents) if request.documents else None
     executor = pipeline.executor
     return {
         "format": request.detection,
@@ -115,8 +130,8 @@ async def _preview(
         "strategy": render_applied(context.applied),
         "order": None if order is None else ("kept" if order.kept else list(order.sent)),
         "dropped": [] if order is None else list(order.dropped),
-        "executor": None if executor is None or not request.documents else executor.label,
-        "body": sent.render() if request.documents else body,
+        "executor": executor.label if executor is not None and executor.strategy.runs_on(sent) else None,
+        "body": sent.render() if steps else body,
     }
 
 

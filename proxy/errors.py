@@ -254,7 +254,15 @@ class CallBudgetExhausted(UpstreamError):
 class UpstreamStatusError(UpstreamError):
     """The upstream answered with an error status; the client gets that response as it came."""
 
-    def __init__(self, status: int, content: bytes, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self, status: int, content: bytes, headers: Mapping[str, str], *, refused: frozenset[str] = frozenset()
+    ) -> None:
+        """`refused`: the request fields the answer refuses by name (`proxy.upstream.refusals`)."""
         super().__init__(f"upstream answered {status}", headers=headers)
         self.upstream_status = status
         self.content = content
+        self._refused = refused
+
+    @property
+    def refused_fields(self) -> frozenset[str]:
+        return self._refused

@@ -1,4 +1,4 @@
-"""Hostile replay: the attacks of the two hardening issues (#12 and #20), one line per case.
+"""Hostile replay: the attacks of the hardening issues (#12, #20 and #50's request path), one line per case.
 
 By default the script starts its own scripted fake upstream (an ASGI app on 127.0.0.1 that records every
 request it receives and misbehaves on command) and a real proxy process in front of it, with short timeouts

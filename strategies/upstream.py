@@ -14,6 +14,12 @@ from typing import Any, Protocol
 class UpstreamFailure(Exception):
     """An upstream call failed: refused, timed out, broke off, or answered with an error status."""
 
+    @property
+    def refused_fields(self) -> frozenset[str]:
+        """The request fields the upstream refused by name (a 400 or 422 whose error says which): a step that added
+        one of them may ask again without it. Empty where the failure names none."""
+        return frozenset()
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:

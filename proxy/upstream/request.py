@@ -28,6 +28,7 @@ from proxy.upstream.client import UpstreamClient, Verbatim
 from proxy.upstream.headers import client_retries, error_headers, relayed_headers, requested_retries
 from proxy.upstream.key_guard import KeyGuard
 from proxy.upstream.ledger import CallLedger
+from proxy.upstream.refusals import refused_fields
 from proxy.upstream.spans import describe_request, describe_response, span_name
 from proxy.upstream.stream import HttpCompletionStream
 from proxy.upstream.transport_errors import mapped_transport_errors
@@ -207,8 +208,12 @@ class RequestUpstream:
                 await asyncio.sleep(delay)
 
     def _status_error(self, response: httpx.Response, content: bytes) -> UpstreamStatusError:
+        content = self.guard.blank(content)
         return UpstreamStatusError(
-            response.status_code, self.guard.blank(content), self.guard.blank_headers(error_headers(response))
+            response.status_code,
+            content,
+            self.guard.blank_headers(error_headers(response)),
+            refused=refused_fields(response.status_code, content),
         )
 
     async def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:

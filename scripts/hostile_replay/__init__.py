@@ -1,4 +1,4 @@
-"""The hostile replay behind `scripts/hostile.py`: the attacks of hardening issues #12 and #20 against a
+"""The hostile replay behind `scripts/hostile.py`: the attacks of hardening issues #12, #20 and #50 against a
 proxy, one line per case.
 
 - `knobs`: the proxy's limits the cases judge against, and the local proxy's environment.

@@ -76,7 +76,14 @@ class Medoid(Executor):
         rng: random.Random = random.Random(seed) if seed is not None else random.SystemRandom()
         # k renderings of every document: CPU work in proportion to the request, not for the event loop.
         bodies = await anyio.to_thread.run_sync(_permuted_bodies, request, params, rng)
-        results = await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True)
+        results = await _ask(bodies, context)
+        refused = [i for i, r in enumerate(results) if isinstance(r, UpstreamFailure) and "seed" in r.refused_fields]
+        if refused:
+            # An upstream that takes no `seed` (docs/strategies.md): those calls again without it, sampled unseeded.
+            context.note("seed=refused")
+            again = await _ask([{k: v for k, v in bodies[i].items() if k != "seed"} for i in refused], context)
+            for index, result in zip(refused, again, strict=True):
+                results[index] = result
         answered = [r for r in results if isinstance(r, Completion)]
         failures = [r for r in results if isinstance(r, BaseException)]
         for failure in failures:
@@ -118,6 +125,11 @@ class Medoid(Executor):
         return [candidates[j] for j in order] + rest
 
 
+async def _ask(bodies: list[dict[str, Any]], context: StepContext) -> list[Completion | BaseException]:
+    """Each body's answer, or its failure, the calls made at once."""
+    return list(await asyncio.gather(*(context.upstream.complete(b) for b in bodies), return_exceptions=True))
+
+
 async def _agreement(answered: list[Completion], medoid: int, similarity: Embedder) -> int:
     """How many answers (the medoid's own included) say what the medoid says: its cluster's size."""
     answers = [answer_text(c) for c in answered]
@@ -145,7 +157,8 @@ def _with_choices(first: Completion, picked: list[Completion]) -> Completion:
 def _permuted_bodies(request: ChatRequest, params: Params, rng: random.Random) -> list[dict[str, Any]]:
     """The k voting calls' bodies, each naming its own sampling seed drawn from `rng`: k calls on one prompt
     (`permute=off`) still sample k answers from an upstream that seeds an unseeded request alike (the embedded
-    model does), and a seeded medoid samples the same answers each time."""
+    model does), and a seeded medoid samples the same answers each time. An upstream that refuses the field is
+    asked again without it (`seed=refused`)."""
     documents = list(request.documents)
     bodies = []
     for _ in range(int(params["k"])):

@@ -1,4 +1,4 @@
-"""The hostile script, as CI runs it: every attack of the two hardening issues, replayed against a real proxy
+"""The hostile script, as CI runs it: every attack of the hardening issues, replayed against a real proxy
 process in front of a scripted loopback upstream, ends with no DEFECT (the script's own exit status and
 total line)."""
 

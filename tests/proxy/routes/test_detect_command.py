@@ -126,3 +126,29 @@ def test_an_invalid_strategy_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     path.write_text(json.dumps(langchain_body("\n---\n")))
     assert main(["detect", str(path), "--strategy", "reorderr"]) == 2
     assert capsys.readouterr().err.startswith("contextlift detect: ")
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_a_body_past_the_proxys_limit_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    monkeypatch.setenv("CONTEXTLIFT_MAX_BODY_BYTES", "2048")
+    body = json.dumps(langchain_body("\n---\n") | {"padding": "x" * 4096}).encode()
+    read: list[int] = []
+
+    class Counted(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            chunk = super().read(size)
+            read.append(len(chunk))
+            return chunk
+
+    if source == "file":
+        path = tmp_path / "body.json"
+        path.write_bytes(body)
+        argv = ["detect", str(path)]
+    else:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(Counted(body)))
+        argv = ["detect"]
+    assert main(argv) == 2
+    assert "larger than max_body_bytes (2048 bytes), the most the proxy reads" in capsys.readouterr().err
+    assert sum(read) <= 2049
