@@ -49,9 +49,11 @@ from proxy.upstream.retry import RetryPolicy
 from proxy.upstream.transport import build_transport
 from strategies import (
     Embedder,
+    Params,
     SentenceTransformerEmbedder,
     Services,
     StrategyRegistry,
+    Transform,
     build_registry,
     parse_request,
 )
@@ -127,6 +129,7 @@ def create_app(
         seed=settings.strategy_seed,
         observe_step=state.metrics.observe_step,
         rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
+        unproven_fallback=_unproven_fallback(state.registry, settings.unproven_fallback),
     )
     if real_embedder is None:
         state.embedder_ready.set()
@@ -423,3 +426,15 @@ def _http_exception(request: Request[Any, Any, Any], error: HTTPException) -> Re
 def _unexpected(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
     log.exception("unhandled error", path=request.url.path)
     return _proxy_error(request, ProxyError("internal error in the proxy; see its logs"))
+
+
+def _unproven_fallback(registry: StrategyRegistry, name: str) -> tuple[Transform, Params] | None:
+    """The step that adds, named by `unproven_fallback`, with its defaults; None for `none`."""
+    if name == "none":
+        return None
+    if name not in registry:
+        raise SettingsError(f"unproven_fallback {name!r} is not a registered strategy")
+    strategy = registry.get(name)
+    if not isinstance(strategy, Transform) or not strategy.reads_unmovable:
+        raise SettingsError(f"unproven_fallback {name!r} is not a step that adds beside an unmovable context")
+    return strategy, {p.name: p.default for p in strategy.params if p.default is not None}

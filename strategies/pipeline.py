@@ -151,11 +151,27 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
         assert isinstance(step.strategy, Transform)
         readable = step.strategy.reads_unmovable and request.unmovable is not None
         if step.strategy.needs_documents and not request.documents and not readable:
+            if step.strategy.moves and request.unmovable is not None:
+                request = await _in_place_of_a_move(step, request, context)
             continue
         context.applied.append(AppliedStep(step.strategy.name, step.label))
         with _step_span(step, request, context.services):
             request = await step.strategy.transform(request, step.params, context)
     return request
+
+
+async def _in_place_of_a_move(step: Step, request: ChatRequest, context: StepContext) -> ChatRequest:
+    """A move asked where the request does not prove its documents' boundaries: the operator's step that adds
+    runs instead (`reorder -> focus: unproven-boundaries`), or nothing does (`reorder -> none: ...`)."""
+    reason = request.detection.removeprefix("none: ")
+    fallback = context.services.unproven_fallback
+    if fallback is None:
+        context.applied.append(AppliedStep("none", f"{step.label} -> none: {reason}"))
+        return request
+    strategy, params = fallback
+    context.applied.append(AppliedStep(strategy.name, f"{step.label} -> {strategy.name}: {reason}"))
+    with _step_span(Step(strategy, params), request, context.services):
+        return await strategy.transform(request, params, context)
 
 
 @contextmanager

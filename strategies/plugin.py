@@ -166,6 +166,10 @@ class Strategy(ABC):
     """Whether its last upstream call can stream straight through to the client."""
     needs_embedder: ClassVar[bool] = False
     """Whether it uses `Services.embedder` (which then must be loaded before it runs)."""
+    moves: ClassVar[bool] = False
+    """Whether it moves or drops documents (or sends them in another order): it then runs only where the request
+    proves the documents' boundaries; where they are a guess (`ChatRequest.unmovable`), the step that
+    `Services.unproven_fallback` names runs in its place, or none."""
     ranks: ClassVar[bool] = False
     """Whether it orders documents through `rank`: it then accepts the `ranker` parameter, and needs the
     embedder only when its ranker does."""
@@ -232,6 +236,9 @@ class Services:
     """Told each step's strategy name and duration in seconds (the proxy feeds its metrics with it)."""
     rankers: RankerSet | None = None
     """The rankers steps may name; None: the built-ins, with `embedder` for `minilm`."""
+    unproven_fallback: tuple[Transform, Params] | None = None
+    """What runs in place of a step that moves documents (`moves`) where their boundaries are a guess: a step
+    that only adds (`focus`, `excerpt`) with its parameters; None: the step is declined, the body sent as it came."""
 
     def ranker_set(self) -> RankerSet:
         return self.rankers if self.rankers is not None else RankerSet(published_rankers(), embedder=self.embedder)

@@ -19,6 +19,7 @@ class RelevanceFilter(Transform):
     none."""
 
     name: ClassVar[str] = "filter"
+    moves: ClassVar[bool] = True
     ranks: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("top", int, None, "keep at most this many of the most relevant documents", minimum=1, maximum=1_000),

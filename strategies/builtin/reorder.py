@@ -52,6 +52,7 @@ class Reorder(Transform):
     """Reorders (and with `budget`, trims) the documents by relevance to the question."""
 
     name: ClassVar[str] = "reorder"
+    moves: ClassVar[bool] = True
     ranks: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         Param("order", str, "promote", "where the most relevant documents go", choices=ORDERS),

@@ -23,9 +23,12 @@ Every function reads the region once, line by line: linear in its size.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Iterator
 
+from strategies.detection.markdown import enclosed_ranges
 from strategies.spans import BLANK_LINE, DocumentSpan
 
 # A line of one rule character, three or more (or `* * *` with spaces), alone on its line.
@@ -38,6 +41,12 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
+_MARKUP = (
+    (re.compile(r"(?m)^ {0,3}#{1,6}[ \t]+\S"), "a Markdown heading"),
+    (re.compile(r"(?m)^ {0,3}>[ \t]"), "a Markdown quote"),
+    (re.compile(r"(?m)^[ \t]*\|[^\n]*\|[ \t]*$"), "a Markdown table"),
+)
+"""What only marked-up source writes on a line of its own. Each is anchored at a line start and reads one line."""
 _NOT_SPACE = re.compile(r"\S")
 """Searched from a line's end: it stops at the next character that is not a space, so a region of a thousand
 `a:` paragraphs is not read again to the end for each of them."""
@@ -48,6 +57,17 @@ has more."""
 
 class AmbiguousChunks(ValueError):
     """Blank lines alone separate the units of a region: no boundary there can be trusted."""
+
+
+class UnprovenChunks(ValueError):
+    """Chunks told apart by a mark that the chunks' own text could hold as well: the region holds marked-up
+    source (a code fence, front matter, a heading, a title's underline, a quote or a table, or a separator line
+    with other margins than the join's), and Markdown writes the same `---` rule, blank lines and headings inside
+    a page. The reading is a guess: something may be added beside it, nothing moved."""
+
+    def __init__(self, reason: str, chunks: list[DocumentSpan]) -> None:
+        super().__init__(reason)
+        self.chunks = chunks
 
 
 def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
@@ -64,10 +84,51 @@ def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
         if any([s.start for s in other] != [s.start for s in found[0]] for other in found[1:]):
             # `---` lines in one place and `Source:` lines in another: one of them is inside a chunk.
             raise AmbiguousChunks("two kinds of mark that disagree on where chunks start")
+        markup = _markup(text, start, end, found[0])
+        if markup is not None:
+            raise UnprovenChunks(markup, found[0])
         return found[0]
     if BLANK_LINE.search(text, start, end) is not None:
         raise AmbiguousChunks("blank lines alone separate the units")
     return None
+
+
+def _markup(text: str, start: int, end: int, chunks: list[DocumentSpan]) -> str | None:
+    """What in the region shows marked-up source, whose pages hold their own rules, blank-line runs and headings;
+    None for plain prose. Separator lines that the reading cut at must all stand alike (a blank line on the same
+    sides): a `---` under a line of text is a Markdown title's underline, not the join `\n\n---\n\n`."""
+    if enclosed_ranges(text, start, end):
+        return "a code fence or front matter"
+    for pattern, what in _MARKUP:
+        if pattern.search(text, start, end) is not None:
+            return what
+    cuts = [(a.end, b.start) for a, b in itertools.pairwise(chunks)]
+    if len({_margins(text, a, b) for a, b in cuts}) > 1:
+        return "separators with other margins than the join's"
+    joins = {_rule_text(text[a:b]) for a, b in cuts}
+    cut_starts = [a for a, _ in cuts]
+    for line in _SEPARATOR_LINE.finditer(text, start, end):
+        at = bisect.bisect_right(cut_starts, line.start()) - 1
+        at_a_cut = at >= 0 and line.start() < cuts[at][1]
+        if underlines(text, start, line) and (at_a_cut or _rule(line) in joins):
+            return "a title's underline of the join's own kind"
+        if not at_a_cut and not underlines(text, start, line):
+            return "a separator line inside a chunk"
+    return None
+
+
+def separator_line_in(text: str, start: int, end: int) -> bool:
+    """Whether a separator line (`---`, `***` ...) that underlines no title stands in `text[start:end]`."""
+    return any(not underlines(text, start, m) for m in _SEPARATOR_LINE.finditer(text, start, end))
+
+
+def _margins(text: str, a: int, b: int) -> str:
+    """The separator between two chunks with its rule taken out: where its blank lines stand."""
+    return "".join("." if c.strip() else c for c in text[a:b]).replace("\t", " ")
+
+
+def _rule_text(separator: str) -> str:
+    return "".join(separator.split())
 
 
 def _rule_lines(text: str, start: int, end: int) -> list[re.Match[str]]:

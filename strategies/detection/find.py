@@ -22,10 +22,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strategies.detection.chunks import AmbiguousChunks
+from strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
 from strategies.detection.declared import DeclaredFormat, declared_for
 from strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
-from strategies.detection.formats import SCANNERS
+from strategies.detection.formats import SCANNERS, AmbiguousElements
 from strategies.detection.limits import DocumentLimitError, DocumentLimits
 from strategies.detection.message_documents import (
     scan_embedded_json_list,
@@ -57,6 +57,7 @@ _REASON_RANK = (
     "single-document",
     "ambiguous",
     "ambiguous-chunks",
+    "unproven-boundaries",
     "non-text-parts",
     "over-limit",
 )
@@ -71,9 +72,10 @@ class _Candidate:
     format: DocumentFormat
     spans: list[DocumentSpan]
     label: str
-    ambiguous_chunks: bool = False
-    """Blank-line paragraphs where a chunk's own break cannot be told from a join: judged like any candidate,
-    so that the reason given is the right one, and never applied (`none: ambiguous-chunks`)."""
+    unproven: str | None = None
+    """Why the reading's boundaries are a guess (`ambiguous-chunks`: blank-line paragraphs, where a chunk's own
+    break cannot be told from a join; `unproven-boundaries`: separators that marked-up chunks hold too): judged
+    like any candidate, so that the reason given is the right one, and never moved (`ChatRequest.unmovable`)."""
 
 
 class _Reasons:
@@ -266,8 +268,8 @@ class _Search:
             # Judged before the limits: an ordinary prompt that only looks like too many documents (a JSON
             # object of 2,001 labels, a numbered log) goes upstream untouched rather than refused.
             found = self._judged(text, candidate, index, part_index)
-            if found is not None and candidate.ambiguous_chunks:
-                self.reasons.add("ambiguous-chunks")
+            if found is not None and candidate.unproven is not None:
+                self.reasons.add(candidate.unproven)
                 self.unmovable = self.unmovable or found
                 continue
             if found is not None and self._within_limits(candidate.format, pieces):
@@ -298,8 +300,12 @@ class _Search:
             return
         for fmt, scan in SCANNERS:
             if self._allows(fmt):
-                spans = list(itertools.islice(scan(text), self.most))
-                if spans:
+                try:
+                    spans = list(itertools.islice(scan(text), self.most))
+                except AmbiguousElements:
+                    self.reasons.add("ambiguous")
+                    continue
+                if spans and not self._nested(text, spans, fmt):
                     yield _Candidate(fmt, spans, fmt.value)
         yield from self._region_candidates(text)
         if self._allows(DocumentFormat.NUMBERED):
@@ -321,7 +327,7 @@ class _Search:
             if not instructions:
                 self.reasons.add("ambiguous")
             return
-        if not numbered:
+        if not numbered or self._nested(text, numbered, DocumentFormat.NUMBERED):
             return
         if not instructions:
             yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
@@ -334,7 +340,7 @@ class _Search:
         region = find_region(text)
         if region is None:
             return
-        ambiguous = False
+        unproven = None
         try:
             try:
                 fmt, spans = split_region(text, region, self.most, one_paragraph_each=self.shape == "paragraphs")
@@ -342,17 +348,36 @@ class _Search:
                 # A chunk's own paragraph break and the break between two chunks look the same: moving either
                 # would cut a chunk in two. `format=paragraphs` says each document is one paragraph.
                 fmt, spans = split_region(text, region, self.most, one_paragraph_each=True)
-                ambiguous = True
+                unproven = "ambiguous-chunks"
+            except UnprovenChunks as guess:
+                # Marked-up chunks may hold the join's own mark: `format=separated` says they do not.
+                fmt, spans = DocumentFormat.SEPARATED, guess.chunks[: self.most]
+                unproven = None if self.shape == fmt.value else "unproven-boundaries"
         except AmbiguousNumbering:
             self.reasons.add("ambiguous")
             return
         except RegionTooLarge:
             self.reasons.add("over-limit")
             return
-        if ambiguous and self.shape is None:
-            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", ambiguous_chunks=True)
+        if unproven is not None and self.shape is None:
+            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", unproven=unproven)
         elif self._allows(fmt) and spans:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
+
+    def _nested(self, text: str, spans: list[DocumentSpan], fmt: DocumentFormat) -> bool:
+        """Whether units found over the whole text sit inside something larger, and so prove nothing: text of
+        its own between two of them (they are pieces of one chunk), or a marked context region that holds them
+        with other text before them, or a separator line after them (they are one chunk's quotation). A request
+        that names the shape says they are the documents."""
+        if self.shape == fmt.value:
+            return False
+        gaps = {text[a.end : b.start].strip() for a, b in itertools.pairwise(spans)}
+        if len(gaps) > 1 or any(c.isalnum() for gap in gaps for c in gap):
+            return True
+        region = find_region(text)
+        if region is None or not (region.start <= spans[0].start and spans[-1].end <= region.end):
+            return False
+        return bool(text[region.start : spans[0].start].strip()) or separator_line_in(text, spans[-1].end, region.end)
 
     def _allows(self, fmt: DocumentFormat) -> bool:
         return self.shape is None or self.shape == fmt.value

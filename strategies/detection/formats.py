@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import numpy as np
 
+from strategies.detection.markdown import Enclosed, enclosed_ranges
 from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count, skip_json_space
 from strategies.spans import position as number_of
 
 _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^\n]*?)\))? (?P<text>[^\n]*)$")
-_XML_OPENING = re.compile(r"<(?P<tag>document|doc|source)(?=[\s>])")
-_XML_CLOSING = {tag: re.compile(rf"</{tag}\s*>") for tag in ("document", "doc", "source")}
-_XML_TAG_END = re.compile(">")
-_XML_TITLE = re.compile(r"""\btitle\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
+# An opening or closing tag; its attributes stop at the next `<` or `>`, so each match attempt reads only up to the
+# next tag and the scan stays linear.
+_XML_TAG = re.compile(r"<(?P<close>/)?(?P<tag>document|doc|source)(?:[ \t\r\n][^<>]*+)?>")
+_XML_RESTARTS = 8
+"""Lines that open a tag and never close it (prose about the tag) read past before the tags prove nothing."""
+_XML_TITLE = re.compile(r"""\b(?:title|name)\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
 _XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
@@ -60,60 +63,108 @@ def scan_litm(text: str) -> Iterator[DocumentSpan]:
         )
 
 
+class AmbiguousElements(ValueError):
+    """Two runs of elements in one text, each of which could be the documents: the tags prove neither."""
+
+
 def scan_xml(text: str) -> Iterator[DocumentSpan]:
-    """`<document>`/`<doc>` elements; `title=` and `index=`/`id=` attributes are read when present.
+    """`<document>`, `<doc>` and `<source>` elements, where they are well formed; `title=` (or `name=`, a file's
+    name) and `index=`/`id=` attributes are read when present.
 
-    An element runs from its opening tag to the first closing tag of the same name. Written out by hand rather
-    than as one pattern: a pattern searches the rest of the text for a closing tag from every opening tag that
-    has none (`"<doc>" * 16000` cost 11 s). Here each search resumes where the last one stopped.
+    An element is a unit only where its tags prove it: its opening tag opens a line (or follows another tag),
+    outside a fenced code block or front matter, and its closing tag of the same name closes it at the same
+    depth: a `<source id="1">` written in an instruction's prose, an HTML example in a chunk's code fence and a
+    `<doc>` quoted inside a `<source>` are no units. Elements inside an element belong to it. The units are the
+    first run of top-level elements of one tag with nothing but the same punctuation or whitespace between them
+    (text between them would be a larger chunk they sit in). A line that opens a tag never closed is prose about
+    the tag, and the tags after it are read again.
+
+    Raises (once the units are yielded, while the caller reads on):
+        AmbiguousElements: a second run of two or more elements: which one holds the documents is a guess.
+
+    One pass over the tags (a few more past unclosed ones): linear in the text. Units are yielded as their
+    closing tags are read, so a caller that takes only the first few reads no further.
     """
-    closings = {tag: _NextMatch(pattern, text) for tag, pattern in _XML_CLOSING.items()}
-    angle = _NextMatch(_XML_TAG_END, text)
+    enclosed = enclosed_ranges(text)
     position = 0
-    while (opening := _XML_OPENING.search(text, position)) is not None:
-        tag_end = angle.at_or_after(opening.end())
-        if tag_end is None:
-            return  # no `>` anywhere further: no later element can be complete either
-        closing = closings[opening.group("tag")].at_or_after(tag_end.end())
-        if closing is None:
-            position = opening.start() + 1
+    for _ in range(_XML_RESTARTS):
+        reread_from = yield from _elements_from(text, position, enclosed)
+        if reread_from is None:
+            return
+        position = reread_from
+
+
+def _elements_from(text: str, position: int, enclosed: Enclosed) -> Generator[DocumentSpan, None, int | None]:
+    """The units of `scan_xml`, reading tags from `position`; returns where to read again from when a line opened
+    a tag that never closed before any unit was found (None when done)."""
+    stack: list[re.Match[str]] = []
+    run: list[DocumentSpan] = []
+    run_tag = join = ""
+    finished = False
+    for tag in _XML_TAG.finditer(text, position):
+        if enclosed and enclosed.covers(tag.start()):
             continue
-        attrs = text[opening.end() : tag_end.start()]
-        attrs_offset = opening.end() - opening.start()
-        title = _XML_TITLE.search(attrs)
-        index = _XML_INDEX.search(attrs)
-        number = number_of(index.group("num")) if index else None
-        yield DocumentSpan(
-            start=opening.start(),
-            end=closing.end(),
-            text=text[tag_end.end() : closing.start()].strip(),
-            title=title.group("title") if title else None,
-            number=number,
-            number_span=(attrs_offset + index.start("num"), attrs_offset + index.end("num"))
-            if index and number is not None
-            else None,
-        )
-        position = closing.end()
+        name = tag.group("tag")
+        if not tag.group("close"):
+            if _opens_a_line(text, tag.start()):
+                stack.append(tag)
+            continue
+        if not stack:
+            continue  # a closing tag in prose, outside any element
+        if stack[-1].group("tag") != name:
+            if any(t.group("tag") == name for t in stack):
+                raise AmbiguousElements("tags closed out of order")
+            continue  # `</doc>` written inside a `<source>`: the source's text
+        opening = stack.pop()
+        if stack:
+            continue
+        unit = _xml_span(text, opening, tag)
+        gap = text[run[-1].end : unit.start].strip() if run else ""
+        if run and name == run_tag and not any(c.isalnum() for c in gap) and (len(run) == 1 or gap == join):
+            join = gap
+            run.append(unit)
+            if finished:
+                raise AmbiguousElements("a second run of elements")
+            if len(run) == 2:
+                yield run[0]
+            yield unit
+            continue
+        finished = finished or len(run) >= 2
+        run, run_tag, join = [unit], name, ""
+    if stack and not finished and len(run) < 2:
+        return stack[0].end()
+    if not finished and len(run) == 1:
+        yield run[0]
+    return None
 
 
-class _NextMatch:
-    """The first match of a pattern at or after a position, for positions that only move forward.
+def _xml_span(text: str, opening: re.Match[str], closing: re.Match[str]) -> DocumentSpan:
+    attrs = text[opening.end("tag") : opening.end() - 1]
+    attrs_offset = opening.end("tag") - opening.start()
+    title = _XML_TITLE.search(attrs)
+    index = _XML_INDEX.search(attrs)
+    number = number_of(index.group("num")) if index else None
+    # An Open WebUI `<source id=...>` carries the app's citation id, which its answer maps back to: not a position,
+    # so it is never rewritten when the source moves.
+    positional = index is not None and number is not None and opening.group("tag") != "source"
+    return DocumentSpan(
+        start=opening.start(),
+        end=closing.end(),
+        text=text[opening.end() : closing.start()].strip(),
+        title=title.group("title") if title else None,
+        number=number,
+        number_span=(attrs_offset + index.start("num"), attrs_offset + index.end("num"))
+        if positional and index is not None
+        else None,
+    )
 
-    A match found for an earlier position is still the first one for any later position up to it, so the
-    text is searched at most once in all.
-    """
 
-    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
-        self._pattern = pattern
-        self._text = text
-        self._searched = False
-        self._found: re.Match[str] | None = None
-
-    def at_or_after(self, position: int) -> re.Match[str] | None:
-        if not self._searched or (self._found is not None and self._found.start() < position):
-            self._searched = True
-            self._found = self._pattern.search(self._text, position)
-        return self._found
+def _opens_a_line(text: str, position: int) -> bool:
+    """Whether only spaces stand between `position` and its line's start or a tag's `>` before it."""
+    at = position - 1
+    while at >= 0 and text[at] in " \t":
+        at -= 1
+    return at < 0 or text[at] in "\n>"
 
 
 def scan_headed(text: str) -> Iterator[DocumentSpan]:

@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from strategies.detection.chunks import split_chunks, underlines
-from strategies.detection.formats import scan_xml
+from strategies.detection.chunks import separator_line_in, split_chunks, underlines
+from strategies.detection.formats import AmbiguousElements, scan_xml
 from strategies.detection.message_documents import scan_json_list
 from strategies.detection.numbered import scan_numbered
 from strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
@@ -103,7 +103,15 @@ def split_region(
     items = scan_json_list(text[region.start : region.end])
     if items:
         return DocumentFormat.JSON_LIST, [_shifted(s, region.start) for s in items]
-    xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
+    try:
+        xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
+    except AmbiguousElements:
+        xml = []
+    if xml and (
+        text[region.start : region.start + xml[0].start].strip()
+        or separator_line_in(text, region.start + xml[-1].end, region.end)
+    ):
+        xml = []  # elements quoted inside one of the region's chunks, with its text before them or a join after
     if xml:
         return DocumentFormat.XML, [_shifted(s, region.start) for s in xml]
     cap = None if most is None else 4 * most
