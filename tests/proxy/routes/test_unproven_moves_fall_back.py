@@ -1,0 +1,81 @@
+"""`reorder` and `filter` move only what the request proves. Where the context's boundaries are a guess (chunks joined
+by blank lines alone, or marked-up chunks joined by a rule they may hold themselves), the operator's
+`unproven_fallback` runs in the move's place and the header says so; by default nothing runs and the body goes
+upstream byte for byte."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.fakes import FakeUpstream
+from tests.serving import chat
+
+QUESTION = "Where do gamma rays come from?"
+PLAIN = ["Alpha grows in spring.\n\nIt is green.", "Beta is a river.", "Gamma rays come from stars.", "Delta."]
+MARKED_UP = ["## Alpha\n\nAlpha grows in spring.", "Beta is a river.", "Gamma rays come from stars.", "Delta."]
+
+
+def prompt(chunks: list[str], join: str) -> str:
+    return f"Answer the question based only on the following context:\n{join.join(chunks)}\n\nQuestion: {QUESTION}"
+
+
+def post(client: Any, body: dict[str, Any], strategy: str) -> Any:
+    return client.post("/v1/chat/completions", json=body, headers={"x-context-strategy": strategy})
+
+
+def sent(fake: FakeUpstream) -> dict[str, Any]:
+    return json.loads(fake.requests[-1].content)  # type: ignore[no-any-return]
+
+
+CASES = [
+    (PLAIN, "\n\n", "ambiguous-chunks"),
+    (MARKED_UP, "\n\n---\n\n", "unproven-boundaries"),
+]
+
+
+@pytest.mark.parametrize(("chunks", "join", "reason"), CASES, ids=["blank-lines", "marked-up-dashes"])
+@pytest.mark.parametrize("move", ["reorder; ranker=lexical", "filter; ranker=lexical"])
+def test_a_move_on_a_guessed_reading_is_declined_and_says_why(
+    client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, move: str
+) -> None:
+    body = chat(prompt(chunks, join))
+    response = post(client, body, move)
+    assert response.status_code == 200
+    assert sent(fake) == body
+    assert response.headers["x-context-strategy"] == f"{move} -> none: {reason}"
+    assert response.headers["x-context-format"] == f"none: {reason}"
+
+
+@pytest.mark.parametrize(("chunks", "join", "reason"), CASES, ids=["blank-lines", "marked-up-dashes"])
+@pytest.mark.parametrize(("fallback", "note"), [("focus", "focused="), ("excerpt", "quoted=")])
+def test_the_operators_fallback_adds_beside_the_context_and_moves_nothing(
+    make_client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, fallback: str, note: str
+) -> None:
+    client = make_client(unproven_fallback=fallback)
+    original = prompt(chunks, join)
+    response = post(client, chat(original), "reorder; ranker=lexical")
+    assert response.status_code == 200
+    strategy = response.headers["x-context-strategy"]
+    assert strategy.startswith(f"reorder; ranker=lexical -> {fallback}: {reason}; {note}")
+    content = sent(fake)["messages"][0]["content"]
+    context, _, _ = original.partition("\n\nQuestion:")
+    assert content.startswith(context)
+    assert len(content) > len(original)
+    assert "Gamma rays come from stars." in content[len(context) :]
+
+
+def test_a_proven_reading_is_moved_as_asked(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(unproven_fallback="focus")
+    chunks = [f"<doc>{c}</doc>" for c in PLAIN]
+    response = post(client, chat(prompt(chunks, "\n")), "reorder; ranker=lexical; order=descending")
+    assert response.headers["x-context-strategy"] == "reorder; ranker=lexical; order=descending"
+    content = sent(fake)["messages"][0]["content"]
+    assert content.index("Gamma rays") < content.index("Alpha grows")
+
+
+def test_a_fallback_that_moves_is_refused_at_start_up(make_client: Any) -> None:
+    with pytest.raises(ValueError, match="unproven_fallback"):
+        make_client(unproven_fallback="reorder")
