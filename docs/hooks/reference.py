@@ -112,7 +112,7 @@ SETTING_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("max_", "header_read_timeout", "body_read_timeout", "keepalive_timeout")),
     ("Strategies and rankers", "What a request that names no strategy gets, what it may ask for, and what ranks.",
      ("default_strategies", "document_formats", "strategy_caps", "rankers", "default_ranker", "strategy_seed",
-      "stream_keepalive")),
+      "unproven_fallback", "stream_keepalive")),
     ("Embedder", "all-MiniLM-L6-v2 in the process, where the `embeddings` extra is installed.",
      ("embedder", "embedding_")),
     ("Policy", "What `X-Context-Strategy: auto` applies ([Auto](../auto.md)).", ("policy_",)),
