@@ -1,0 +1,59 @@
+"""No request body a popular RAG app really sends is ever read wrongly: built with each app's own template and join
+(`tests/strategies/app_prompts/`), every shape comes back byte for byte when nothing moves, and when its documents are
+reversed each one either moves whole, with everything around it in place, or the request is left exactly as it came.
+
+Which shapes are read (`intact`) and which are declined is not pinned here: only that none is `wrong`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.strategies.app_prompts import AppShape, app_shapes, shape_outcome
+from tests.strategies.app_prompts.outcome import parse_as_detect_does, slot_texts
+
+FENCE_ACROSS_CHUNKS = (
+    "the splitter cut one chunk inside a code block and the next chunk of the file begins with its closing ``` line: "
+    "read together they make one fenced block across the `</source><source>` between them, which hides those tags, "
+    "and the chunks become one document"
+)
+KNOWN_WRONG = {"open-webui-system": FENCE_ACROSS_CHUNKS, "open-webui-0.5": FENCE_ACROSS_CHUNKS}
+"""Shapes the detection of this commit reads wrongly; each is expected to pass once detection is fixed."""
+
+SHAPES = app_shapes()
+
+
+def _case(shape: AppShape) -> object:
+    if shape.name in KNOWN_WRONG:
+        return pytest.param(shape, id=shape.name, marks=pytest.mark.xfail(strict=False, reason=KNOWN_WRONG[shape.name]))
+    return pytest.param(shape, id=shape.name)
+
+
+def test_the_shapes_cover_thirteen_apps_and_name_the_known_wrong_ones() -> None:
+    assert len(SHAPES) >= 20
+    assert len({shape.app for shape in SHAPES}) >= 13
+    assert set(KNOWN_WRONG) <= {shape.name for shape in SHAPES}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
+def test_each_unit_is_written_in_the_body_in_order(shape: AppShape) -> None:
+    texts = list(slot_texts(shape.body).values())
+    assert 3 <= len(shape.units) <= 8, "4 to 8 chunks; Verba and QAnything group them by file"
+    assert any(shape.question in text for text in texts)
+    joined = "\x00".join(texts)
+    positions = [joined.find(unit.strip()) for unit in shape.units]
+    assert all(p >= 0 for p in positions)
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
+def test_parsed_and_rendered_without_moving_the_body_comes_back_byte_for_byte(shape: AppShape) -> None:
+    assert parse_as_detect_does(copy.deepcopy(shape.body)).render() == shape.body
+
+
+@pytest.mark.parametrize("shape", [_case(shape) for shape in SHAPES])
+def test_reversed_documents_move_whole_or_the_request_is_left_as_it_came(shape: AppShape) -> None:
+    result = shape_outcome(shape)
+    assert result.outcome != "wrong", f"{result.detection}: {result.reason}"
