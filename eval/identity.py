@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from eval.report.literal import code_span
 from eval.runner import bearer
 
 _LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
@@ -51,7 +52,8 @@ class UpstreamIdentity:
         return cls(str(record.get("model", "")), {k: v for k, v in record.items() if k not in ("fingerprint", "model")})
 
     def describe(self) -> str:
-        """One line for a report's head."""
+        """One line for a report's head. The embedded model's details are its own server's (`LocalModel.identity`);
+        any other upstream's are what it says, each in a code span."""
         details = self.details
         if "model_sha256" in details:
             settings = ", ".join(f"{k} {v}" for k, v in sorted((details.get("settings") or {}).items()))
@@ -59,10 +61,11 @@ class UpstreamIdentity:
                 f"`{self.model}`: {details.get('model_file')} (sha256 {str(details.get('model_sha256'))[:12]}), "
                 f"{details.get('server')}, {settings}; build `{details.get('build')}`"
             )
+        # What an upstream says of itself, each value a code span: nothing in it reads as a report's structure.
         listed = {**(details.get("listed") or {}), **(details.get("server") or {})}
-        extra = ", ".join(f"{k} `{v}`" for k, v in sorted(listed.items()) if k not in ("id", "object"))
+        extra = ", ".join(f"{k} {code_span(v)}" for k, v in sorted(listed.items()) if k not in ("id", "object"))
         return (
-            f"`{_printable(self.model)}`"
+            code_span(self.model)
             + (f" ({extra})" if extra else "")
             + " as the upstream describes itself (no model file hash)"
         )

@@ -1,11 +1,14 @@
 """`report.html`: the markdown report as one self-contained page, the plots inlined as data URIs. Only the
-markdown the report itself writes is understood: headings, list items, tables, images and paragraphs."""
+markdown the report itself writes is understood: headings, list items, tables, images and paragraphs. An image is
+inlined only where the run wrote it (`images`): any other image line is shown as the text it is, so a report never
+reads a file its run did not write, whatever a line names."""
 
 from __future__ import annotations
 
 import base64
 import html
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
@@ -20,8 +23,9 @@ padding:0 .2em}img{max-width:100%;display:block;margin:1em 0}h2{border-bottom:1p
 off at the page's edge."""
 
 
-def render_html(markdown: str, base: Path) -> str:
-    """The page for `markdown`; image paths are read relative to `base` and inlined."""
+def render_html(markdown: str, *, images: Mapping[str, Path] | None = None) -> str:
+    """The page for `markdown`; `images` maps each image path the run wrote, as its lines name it, to its file."""
+    written = images or {}
     body: list[str] = []
     table: list[list[str]] = []
     items: list[str] = []
@@ -54,8 +58,8 @@ def render_html(markdown: str, base: Path) -> str:
         if match := re.match(r"^(#{1,6}) (.*)$", line):
             level = len(match[1])
             body.append(f"<h{level}>{_inline(match[2])}</h{level}>")
-        elif match := _IMAGE.match(line):
-            body.append(f'<img alt="{html.escape(match["alt"])}" src="{_data_uri(base / match["src"])}">')
+        elif (match := _IMAGE.match(line)) and match["src"] in written:
+            body.append(f'<img alt="{html.escape(match["alt"])}" src="{_data_uri(written[match["src"]])}">')
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
     flush()
@@ -66,8 +70,20 @@ def render_html(markdown: str, base: Path) -> str:
     )
 
 
+def image_sources(lines: Iterable[str]) -> list[str]:
+    """The image paths these lines name, lines the report wrote itself (a section's plots)."""
+    return [match["src"] for line in lines if (match := _IMAGE.match(line))]
+
+
 def _inline(text: str) -> str:
-    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False)))
+    """Code spans and bold; nothing inside a code span is read as either (its text may be an upstream's)."""
+    out, at = [], 0
+    for match in _CODE.finditer(text):
+        out.append(_BOLD.sub(r"<strong>\1</strong>", html.escape(text[at : match.start()], quote=False)))
+        out.append(f"<code>{html.escape(match[1], quote=False)}</code>")
+        at = match.end()
+    out.append(_BOLD.sub(r"<strong>\1</strong>", html.escape(text[at:], quote=False)))
+    return "".join(out)
 
 
 def _data_uri(path: Path) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.identity import UpstreamIdentity
+from eval.report.literal import code_span
 from eval.verdicts.best_pipeline import best_pipeline_section
 from eval.verdicts.effective_length import effective_length_table
 from eval.verdicts.results import order_of
@@ -27,8 +28,8 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
     lines = [
         "# contextlift evaluation report",
         "",
-        f"- model: `{info['model']}` through `{info['proxy']}`",
-        f"- strategies: {', '.join(f'`{s}`' for s in info['strategies'])}",
+        f"- model: {code_span(info['model'])} through {code_span(info['proxy'])}",
+        f"- strategies: {', '.join(code_span(s) for s in info['strategies'])}",
         f"- profile `{info['profile']}`, seed {info['seed']}" + (f", run `{info['run']}`" if info.get("run") else ""),
         *_upstream_lines(info.get("upstreams") or {}),
         "- accuracy is `value ± stderr` (n per cell in `results.json`); lifts are paired against `none` on the "

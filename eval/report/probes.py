@@ -14,8 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.report.literal import code_span
 from eval.verdicts.best_pipeline import harmful, significant
 from eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 POSITIONS = {"first": 0, "middle": 50, "last": 100}
 """The needle's position, as a depth in % of the documents (the plot's axis)."""
@@ -163,13 +166,15 @@ def probe_section(groups: Sequence[dict[str, Any]], out: Path) -> list[str]:
 
 
 def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
+    # The model, format and pipelines are what a sink says: each a code span, bounded. A kind is a name of the
+    # proxy's (eval.sinks reads no other) and a time is shown only as the date it is.
     kinds = ", ".join(f"{n} {kind}" for kind, n in group["kinds"].items())
     lines = [
         "",
-        f"### Probe table: `{group['model'] or '(no model)'}`, format `{group['format']}`",
+        f"### Probe table: {code_span(group['model'] or '(no model)')}, format {code_span(group['format'])}",
         "",
         f"{group['probes']} probes ({kinds}), {group['documents'][0]} to {group['documents'][1]} documents, "
-        f"{group['first'][:10]} to {group['last'][:10]}.",
+        f"{_date(group['first'])} to {_date(group['last'])}.",
         "",
         "| pipeline | first | middle | last | U depth (edges - middle) | n |",
         "|---|---|---|---|---|---|",
@@ -182,7 +187,7 @@ def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
             "-" if depth is None else f"{depth['value']:+.3f} [{depth['ci95'][0]:+.2f}, {depth['ci95'][1]:+.2f}]"
         )
         n = max(cells[(strategy, at)]["n"] for at in POSITIONS)
-        lines.append(f"| `{strategy}` | {' | '.join(shown)} | {depth_text} | {n} |")
+        lines.append(f"| {code_span(strategy)} | {' | '.join(shown)} | {depth_text} | {n} |")
     if group["lift"]:
         lines += [
             "",
@@ -195,7 +200,7 @@ def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
             middle = "-" if row["middle"] is None else f"{row['middle']:+.3f}"
             detectable = "-" if row["detectable"] is None else f"{row['detectable']:.3f}"
             lines.append(
-                f"| `{row['strategy']}` | {row['value']:+.3f} | {_signed(row['ci95'])} | "
+                f"| {code_span(row['strategy'])} | {row['value']:+.3f} | {_signed(row['ci95'])} | "
                 f"{middle} | {row['wins']}/{row['losses']} | {row['p_holm']:.2g} (/{row['family']}) | {verdict} | "
                 f"{detectable} | {row['cost']['calls_vs_none']:.2f} |"
             )
@@ -203,6 +208,10 @@ def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
     if plot:
         lines += ["", f"![probe accuracy by position]({plot})"]
     return lines
+
+
+def _date(time: str) -> str:
+    return time[:10] if _DATE.fullmatch(time[:10]) else "an unknown date"
 
 
 def _signed(interval: Sequence[float]) -> str:

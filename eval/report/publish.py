@@ -43,7 +43,8 @@ def write_report(folder: Path, samples: Sequence[Sample], info: RunInfo) -> dict
     plots = draw(data, folder / "plots")
     markdown = render_markdown(data, plots) + "\n".join(stability_section(samples))
     (folder / "report.md").write_text(markdown, encoding="utf-8")
-    (folder / "report.html").write_text(render_html(markdown, folder), encoding="utf-8")
+    images = {src: folder / src for sources in plots.values() for src in sources}
+    (folder / "report.html").write_text(render_html(markdown, images=images), encoding="utf-8")
     return data
 
 

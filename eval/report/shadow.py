@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from eval.report.html import render_html
+from eval.report.html import image_sources, render_html
+from eval.report.literal import code_span
 from eval.report.probes import PROBES_FILE, probe_groups, probe_section
 from eval.report.publish import finite
 from eval.sinks import read_sinks
 from eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 BOOTSTRAP_BLOCK = 1_000_000
 """Resampled values drawn at once (8 MB of indexes): what the bootstrap holds, however many records there are."""
 
@@ -165,7 +168,7 @@ def render_markdown(
     ]
     for name, c in summary["candidates"].items():
         lines.append(
-            f"| `{name}` | {_share(c['agrees'])} | {_interval(c['agrees'])} | {_share(c['exact'])} | "
+            f"| {code_span(name)} | {_share(c['agrees'])} | {_interval(c['agrees'])} | {_share(c['exact'])} | "
             f"{_share(c['agrees_when_sensitive'])} | {_share(c['errors'])} | {_ratio(c['calls_ratio'])} | "
             f"{_ratio(c['tokens_ratio'])} | {_ratio(c['seconds_ratio'])} {_interval(c['seconds_ratio'], ratio=True)} "
             f"| {c['agrees'].n} |"
@@ -191,9 +194,11 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
         raise ValueError(f"no shadow records in {names} (or rotated files); {read.skipped} malformed lines skipped")
     out.mkdir(parents=True, exist_ok=True)
     groups = probe_groups(read.records)
-    markdown = render_markdown(read.records, names, read.skipped, probe_section(groups, out), read.tallies)
+    probes = probe_section(groups, out)
+    markdown = render_markdown(read.records, names, read.skipped, probes, read.tallies)
     (out / "report.md").write_text(markdown, encoding="utf-8")
-    (out / "report.html").write_text(render_html(markdown, out), encoding="utf-8")
+    images = {src: out / src for src in image_sources(probes)}  # the plots drawn above, and nothing a sink names
+    (out / "report.html").write_text(render_html(markdown, images=images), encoding="utf-8")
     if groups:
         written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": [str(s) for s in sinks],
                    "groups": groups}  # fmt: skip
@@ -209,7 +214,8 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     days: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        days[str(record.get("time", ""))[:10] or "unknown"].append(record)
+        day = str(record.get("time", ""))[:10]
+        days[day if _DAY.fullmatch(day) else "unknown"].append(record)  # a sink's time: only a date is shown
     return sorted(days.items())
 
 

@@ -10,7 +10,7 @@ from eval.report.html import render_html
 
 def test_bold_is_rendered_and_tables_scroll_in_their_own_box(tmp_path: Path) -> None:
     page = render_html(
-        "**Smoke test** (profile `quick`): too few cases.\n\n| a | b |\n|---|---|\n| **yes** | `none` |\n", tmp_path
+        "**Smoke test** (profile `quick`): too few cases.\n\n| a | b |\n|---|---|\n| **yes** | `none` |\n"
     )
     assert "<p><strong>Smoke test</strong> (profile <code>quick</code>): too few cases.</p>" in page
     assert "**" not in page

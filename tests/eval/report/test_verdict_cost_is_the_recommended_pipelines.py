@@ -30,7 +30,7 @@ def report(tmp_path: Path) -> tuple[str, str]:
     samples += [sample("recite", "hard", i, 0.0) for i in range(12)]
     data = results(samples, RunInfo("m", "http://proxy/v1", ("none", "reorder", "recite"), 0, "full"))
     markdown = render_markdown(data)
-    return markdown, render_html(markdown, tmp_path)
+    return markdown, render_html(markdown)
 
 
 def test_a_row_that_recommends_none_shows_nones_own_cost_not_the_tied_best(tmp_path: Path) -> None:
