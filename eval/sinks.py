@@ -13,9 +13,17 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, StringConstraints
+
+MAX_COUNT = 10**12
+"""The largest count a tally line may hold: a proxy sampling 1,000 requests a second draws fewer in thirty years. A
+line past it (or below 0) is forged or torn, and skipped: added in, it would be the report's totals."""
+_Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+_Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+"""A name as the proxy writes them (an outcome, `dropped-budget`; a probe's kind, `one-hop`): nothing in it reads as
+a report's structure."""
 
 
 class _Row(BaseModel):
@@ -40,7 +48,7 @@ class _ProbeRun(BaseModel):
 
 
 class _Probe(BaseModel):
-    kind: str
+    kind: _Name
     format: str
     documents: int
     runs: list[_ProbeRun]
@@ -59,16 +67,25 @@ class _Record(BaseModel):
     seconds: float = 0.0
 
 
+class _Limits(BaseModel):
+    """The settings a tally was written under (proxy.shadow.tally.TallyLimits), whole and finite."""
+
+    calls_per_minute: _Count = 0
+    tokens_per_minute: _Count = 0
+    queue: _Count = 0
+
+
 class _Tally(BaseModel):
-    """A `shadow-tally` line (proxy.shadow.tally): what became of every sample one process drew, so far."""
+    """A `shadow-tally` line (proxy.shadow.tally): what became of every sample one process drew, so far. Every
+    count is a whole number from 0 to MAX_COUNT and every outcome a proxy's name: a line that is not is skipped."""
 
     kind: Literal["shadow-tally"]
-    run: str
-    time: str = ""
-    sampled: int
-    outcomes: dict[str, int]
-    planned_calls: int = 0
-    limits: dict[str, float] = {}
+    run: Annotated[str, StringConstraints(max_length=64)]
+    time: Annotated[str, StringConstraints(max_length=64)] = ""
+    sampled: _Count
+    outcomes: Annotated[dict[_Name, _Count], Field(max_length=64)]
+    planned_calls: _Count = 0
+    limits: _Limits = _Limits()
 
 
 _TALLY_OPENING = b'{"kind":"shadow-tally"'
