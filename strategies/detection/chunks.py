@@ -136,6 +136,10 @@ def _rule_lines(text: str, start: int, end: int) -> list[re.Match[str]]:
     line just above it is a heading's underline (reStructuredText and Markdown write `Title\n=====`), unless the
     same rule also stands where it underlines nothing (a join `---` after a chunk whose last line is `Yes`)."""
     lines = list(_SEPARATOR_LINE.finditer(text, start, end))
+    enclosed = enclosed_ranges(text, start, end) if lines else None
+    if enclosed:
+        # A `---` inside a code fence or front matter is the chunk's own text, whatever else the region holds.
+        lines = [m for m in lines if not enclosed.covers(m.start())]
     joins = {_rule(m) for m in lines if not underlines(text, start, m)}
     return [m for m in lines if _rule(m) in joins]
 

@@ -23,8 +23,17 @@ HINTS = {
         "(X-Context-Strategy: reorder; format=paragraphs) or declare the template in document_formats "
         '({"name": "kb", "start": "...", "separator": "\\n\\n"}).'
     ),
+    "none: unproven-boundaries": (
+        "the context's chunks are told apart by a separator line, blank-line runs or headings, and they hold "
+        "marked-up text ({why}): a page of Markdown writes the same marks inside a chunk, so a move could cut one "
+        "in two, and nothing is moved (reorder and filter run the operator's unproven_fallback, none by default). "
+        'If these chunks never hold the separator themselves, say so with "format=separated" '
+        "(X-Context-Strategy: reorder; format=separated); else wrap each chunk in <doc>...</doc>, number them "
+        '("[1] ...", "Source 1:"), or declare the template in document_formats.'
+    ),
 }
-"""What a person can do about a reason detection gave, printed by `contextlift detect`."""
+"""What a person can do about a reason detection gave, printed by `contextlift detect`; `{why}` is what in the
+request made the reading a guess."""
 
 
 def explain_detection(
@@ -45,7 +54,7 @@ def explain_detection(
     block = request.block
     return {
         "format": request.detection,
-        "hint": HINTS.get(request.detection),
+        "hint": _hint(request),
         "documents_found": len(request.documents),
         "question": request.question,
         "instructions": request.instructions,
@@ -56,6 +65,14 @@ def explain_detection(
             for d, span in zip(request.documents, _spans(request), strict=True)
         ],
     }
+
+
+def _hint(request: ChatRequest) -> str | None:
+    hint = HINTS.get(request.detection)
+    if hint is None:
+        return None
+    why = request.unmovable.notes[0] if request.unmovable is not None and request.unmovable.notes else "marked-up text"
+    return hint.replace("{why}", why)
 
 
 def _spans(request: ChatRequest) -> list[list[int]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
@@ -72,6 +72,8 @@ class _Candidate:
     format: DocumentFormat
     spans: list[DocumentSpan]
     label: str
+    why: tuple[str, ...] = ()
+    """What made the reading a guess (`a Markdown heading`), for `contextlift detect`."""
     unproven: str | None = None
     """Why the reading's boundaries are a guess (`ambiguous-chunks`: blank-line paragraphs, where a chunk's own
     break cannot be told from a join; `unproven-boundaries`: separators that marked-up chunks hold too): judged
@@ -270,7 +272,7 @@ class _Search:
             found = self._judged(text, candidate, index, part_index)
             if found is not None and candidate.unproven is not None:
                 self.reasons.add(candidate.unproven)
-                self.unmovable = self.unmovable or found
+                self.unmovable = self.unmovable or replace(found, notes=candidate.why)
                 continue
             if found is not None and self._within_limits(candidate.format, pieces):
                 return found
@@ -341,6 +343,7 @@ class _Search:
         if region is None:
             return
         unproven = None
+        why: tuple[str, ...] = ()
         try:
             try:
                 fmt, spans = split_region(text, region, self.most, one_paragraph_each=self.shape == "paragraphs")
@@ -353,6 +356,7 @@ class _Search:
                 # Marked-up chunks may hold the join's own mark: `format=separated` says they do not.
                 fmt, spans = DocumentFormat.SEPARATED, guess.chunks[: self.most]
                 unproven = None if self.shape == fmt.value else "unproven-boundaries"
+                why = (str(guess),)
         except AmbiguousNumbering:
             self.reasons.add("ambiguous")
             return
@@ -360,7 +364,7 @@ class _Search:
             self.reasons.add("over-limit")
             return
         if unproven is not None and self.shape is None:
-            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", unproven=unproven)
+            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", why=why, unproven=unproven)
         elif self._allows(fmt) and spans:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
 

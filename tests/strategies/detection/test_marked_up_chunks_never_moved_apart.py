@@ -164,3 +164,15 @@ def test_prose_chunks_joined_by_a_rule_are_still_moved_whole() -> None:
     request = parse_request(copy.deepcopy(body))
     assert request.detection.startswith("separated")
     assert [d.raw.strip() for d in request.documents] == [c.strip() for c in chunks[:3]]
+
+
+def test_detect_says_what_made_the_reading_a_guess_and_the_declaration_that_moves_it() -> None:
+    from strategies import explain_detection
+
+    body, _ = _prompt("code-fence-holding-rules", "langchain-dashes-spaced")
+    found = explain_detection(copy.deepcopy(body))
+    assert found["format"] == "none: unproven-boundaries"
+    assert "(a code fence or front matter)" in found["hint"]
+    assert "format=separated" in found["hint"]
+    declared = parse_request(copy.deepcopy(body), shape="separated")
+    assert len(declared.documents) == 4
