@@ -20,7 +20,6 @@ from collections.abc import Generator, Iterator
 
 import numpy as np
 
-from strategies.detection.markdown import Enclosed, enclosed_ranges
 from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count, skip_json_space
 from strategies.spans import position as number_of
 
@@ -34,6 +33,7 @@ _XML_TITLE = re.compile(r"""\b(?:title|name)\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=
 _XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_PAIRED_OPEN = re.compile(r"(?m)^[ \t]*\[(?P<word>[A-Z][A-Z]{1,30}) (?P<num>\d{1,9})\]:?[ \t]*$")
 _MARKDOWN_HEADING = re.compile(r"(?m)^#{1,6} ")
 _MAX_JSON_ATTEMPTS = 50
 _JSON_READS = 4
@@ -71,10 +71,12 @@ def scan_xml(text: str) -> Iterator[DocumentSpan]:
     """`<document>`, `<doc>` and `<source>` elements, where they are well formed; `title=` (or `name=`, a file's
     name) and `index=`/`id=` attributes are read when present.
 
-    An element is a unit only where its tags prove it: its opening tag opens a line (or follows another tag),
-    outside a fenced code block or front matter, and its closing tag of the same name closes it at the same
-    depth: a `<source id="1">` written in an instruction's prose, an HTML example in a chunk's code fence and a
-    `<doc>` quoted inside a `<source>` are no units. Elements inside an element belong to it. The units are the
+    An element is a unit only where its tags prove it: its opening tag opens a line (or follows another tag), and
+    its closing tag of the same name closes it at the same depth: a `<source id="1">` written in an instruction's
+    prose and a `<doc>` quoted inside a `<source>` are no units. (Code fences are not read here: a splitter cuts
+    a chunk inside a code block, and its fence then seems to run on into the next element, across the tags that
+    close one element and open the next. Elements quoted in a chunk's code fence have the chunk's text around
+    them, which the callers refuse.) Elements inside an element belong to it. The units are the
     first run of top-level elements of one tag with nothing but the same punctuation or whitespace between them
     (text between them would be a larger chunk they sit in). A line that opens a tag never closed is prose about
     the tag, and the tags after it are read again.
@@ -85,16 +87,15 @@ def scan_xml(text: str) -> Iterator[DocumentSpan]:
     One pass over the tags (a few more past unclosed ones): linear in the text. Units are yielded as their
     closing tags are read, so a caller that takes only the first few reads no further.
     """
-    enclosed = enclosed_ranges(text)
     position = 0
     for _ in range(_XML_RESTARTS):
-        reread_from = yield from _elements_from(text, position, enclosed)
+        reread_from = yield from _elements_from(text, position)
         if reread_from is None:
             return
         position = reread_from
 
 
-def _elements_from(text: str, position: int, enclosed: Enclosed) -> Generator[DocumentSpan, None, int | None]:
+def _elements_from(text: str, position: int) -> Generator[DocumentSpan, None, int | None]:
     """The units of `scan_xml`, reading tags from `position`; returns where to read again from when a line opened
     a tag that never closed before any unit was found (None when done)."""
     stack: list[re.Match[str]] = []
@@ -102,8 +103,6 @@ def _elements_from(text: str, position: int, enclosed: Enclosed) -> Generator[Do
     run_tag = join = ""
     finished = False
     for tag in _XML_TAG.finditer(text, position):
-        if enclosed and enclosed.covers(tag.start()):
-            continue
         name = tag.group("tag")
         if not tag.group("close"):
             if _opens_a_line(text, tag.start()):
@@ -212,6 +211,33 @@ def _last_block_end(text: str, header: re.Match[str], paragraphs: int | None) ->
     return blank.start() if blank else len(text)
 
 
+def scan_paired_labels(text: str) -> Iterator[DocumentSpan]:
+    """Units an app opens and closes by number: `[CONTEXT 0]:` ... `[END CONTEXT 0]` (AnythingLLM), each opening
+    on a line of its own, the numbers running in order from 0 or 1 under one word, each unit closed by the end
+    label of its own number before the next opens. Anything less proves nothing: no unit is reported.
+
+    Linear: the openings are found in one pass, and each end label is looked for only up to the next opening."""
+    openings = list(_PAIRED_OPEN.finditer(text))
+    if len(openings) < 2:
+        return
+    words = {m.group("word") for m in openings}
+    numbers = [number_of(m.group("num")) for m in openings]
+    base = numbers[0]
+    if len(words) > 1 or base not in (0, 1) or numbers != list(range(base, base + len(numbers))):
+        return
+    word = openings[0].group("word")
+    spans = []
+    for index, opening in enumerate(openings):
+        limit = openings[index + 1].start() if index + 1 < len(openings) else len(text)
+        closing = f"[END {word} {opening.group('num')}]"
+        at = text.find(closing, opening.end(), limit)
+        if at == -1:
+            return
+        end = at + len(closing)
+        spans.append(DocumentSpan(start=opening.start(), end=end, text=text[opening.end() : at].strip()))
+    yield from spans
+
+
 def scan_json_kv(text: str) -> Iterator[DocumentSpan]:
     """The first JSON object in the text with at least two records, all of them strings.
 
@@ -276,6 +302,7 @@ SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
     (DocumentFormat.LITM, scan_litm),
     (DocumentFormat.XML, scan_xml),
     (DocumentFormat.HEADED, scan_headed),
+    (DocumentFormat.NUMBERED, scan_paired_labels),
     (DocumentFormat.JSON_KV, scan_json_kv),
 )
 """The papers' own formats, tried in this order before the shapes of `strategies.detection.regions` and

@@ -106,14 +106,18 @@ def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpa
     and every one is an object with a text field, or (unless `objects_only`: a tool's list of plain strings
     may be ordered steps) a non-empty string; else []."""
     position = skip_json_space(text, 0)
+    decoder = json.JSONDecoder()
+    closing = ""
+    if text.startswith("{", position):
+        # `{"results": [...]}` (Onyx's search tool): an object whose one field is the list of results.
+        position, closing = _wrapped_list(text, position, decoder)
     if not text.startswith("[", position):
         return []
-    decoder = json.JSONDecoder()
     try:
         value, end = decoder.raw_decode(text, position)
     except (ValueError, RecursionError):  # ValueError: also an integer past 4,300 digits, which json refuses
         return []
-    if not isinstance(value, list) or len(value) < 2 or text[end:].strip():
+    if not isinstance(value, list) or len(value) < 2 or text[end:].strip() != closing:
         return []
     texts = [_item_text(item) for item in value]
     if not all(texts) or (objects_only and not all(isinstance(item, Mapping) for item in value)):
@@ -127,6 +131,22 @@ def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpa
         if text.startswith(",", at):
             at = skip_json_space(text, at + 1)
     return spans
+
+
+def _wrapped_list(text: str, position: int, decoder: json.JSONDecoder) -> tuple[int, str]:
+    """Where the list of an object of one field starts (`{"results": [`), and what closes the object; the text's
+    own position and "" where it is no such object."""
+    at = skip_json_space(text, position + 1)
+    if not text.startswith('"', at):
+        return position, ""
+    try:
+        _, after_key = decoder.raw_decode(text, at)
+    except ValueError:
+        return position, ""
+    colon = skip_json_space(text, after_key)
+    if not text.startswith(":", colon):
+        return position, ""
+    return skip_json_space(text, colon + 1), "}"
 
 
 def _item_text(item: Any) -> str:

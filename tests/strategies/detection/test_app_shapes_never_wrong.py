@@ -14,13 +14,14 @@ import pytest
 from tests.strategies.app_prompts import AppShape, app_shapes, shape_outcome
 from tests.strategies.app_prompts.outcome import parse_as_detect_does, slot_texts
 
-FENCE_ACROSS_CHUNKS = (
-    "the splitter cut one chunk inside a code block and the next chunk of the file begins with its closing ``` line: "
-    "read together they make one fenced block across the `</source><source>` between them, which hides those tags, "
-    "and the chunks become one document"
-)
-KNOWN_WRONG = {"open-webui-system": FENCE_ACROSS_CHUNKS, "open-webui-0.5": FENCE_ACROSS_CHUNKS}
-"""Shapes the detection of this commit reads wrongly; each is expected to pass once detection is fixed."""
+KNOWN_WRONG: dict[str, str] = {}
+"""Shapes detection reads wrongly: none. (Open WebUI's system and 0.5 shapes were, while code fences were read in
+`<source>` elements: a chunk cut inside a code block seemed to fence the next chunk's tags.)"""
+INTACT = frozenset({
+    "open-webui-user", "open-webui-system", "open-webui-one-file", "open-webui-follow-up", "open-webui-0.5",
+    "anythingllm", "anythingllm-follow-up", "onyx", "llamaindex-context-chat", "llamaindex-condense-plus-context",
+})  # fmt: skip
+"""Shapes whose documents the request proves, and a move keeps whole; the others are declined with a reason."""
 
 SHAPES = app_shapes()
 
@@ -57,3 +58,9 @@ def test_parsed_and_rendered_without_moving_the_body_comes_back_byte_for_byte(sh
 def test_reversed_documents_move_whole_or_the_request_is_left_as_it_came(shape: AppShape) -> None:
     result = shape_outcome(shape)
     assert result.outcome != "wrong", f"{result.detection}: {result.reason}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
+def test_the_shapes_whose_units_are_proven_are_moved_whole_and_the_others_declined(shape: AppShape) -> None:
+    outcome = shape_outcome(shape).outcome
+    assert outcome == ("intact" if shape.name in INTACT else "declined")
