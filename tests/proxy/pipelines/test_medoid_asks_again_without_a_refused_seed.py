@@ -19,8 +19,8 @@ AZURE = {"error": {"message": "Unrecognized request argument supplied: seed", "t
                    "param": None, "code": None}}  # fmt: skip
 OPENAI = {"error": {"message": "Unknown parameter: 'seed'.", "type": "invalid_request_error", "param": "seed",
                     "code": "unknown_parameter"}}  # fmt: skip
-PYDANTIC = {"object": "error", "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"],
-            "msg": "Extra inputs are not permitted", "input": 1}]}, "type": "invalid_request_message_error"}  # fmt: skip
+PYDANTIC = {"object": "error", "type": "invalid_request_message_error",
+            "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"], "input": 1}]}}  # fmt: skip
 OTHER = {"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error",
                    "param": "messages", "code": "context_length_exceeded"}}  # fmt: skip
 
