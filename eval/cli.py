@@ -167,10 +167,12 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
         # The upstream from the settings file too, so that the eval can ask it what it is (eval.identity).
         args.upstream = args.upstream or settings.upstream_url
-        with proxy_in_process(settings, args.port) as proxy:
-            code = _reporting_eval_errors(
-                lambda: run_eval(args, proxy.url, local=local, upstream_identity=proxy.upstream_identity)
-            )
+
+        def through_a_local_proxy() -> int:
+            with proxy_in_process(settings, args.port) as proxy:  # a taken --port: EvalError, reported below
+                return run_eval(args, proxy.url, local=local, upstream_identity=proxy.upstream_identity)
+
+        code = _reporting_eval_errors(through_a_local_proxy)
     if code == 0 and args.write_policy is not None and not args.shard:
         return _write_policy([args.out], args.max_cost, args.write_policy)
     return code

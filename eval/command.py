@@ -14,10 +14,10 @@ import httpx
 
 from eval.cache import ResponseCache
 from eval.cost import confirmed, estimate, render
-from eval.identity import identify, new_run_id
+from eval.identity import first_listed_model, identify, new_run_id
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from eval.report.publish import read_info, write_report, write_samples
-from eval.runner import Progress, Runner, Target, bearer, jobs
+from eval.runner import Progress, Runner, Target, jobs
 from eval.sources import find_sources
 from eval.tasks import replay
 from eval.verdicts.results import RunInfo, load_samples
@@ -151,6 +151,8 @@ def run_eval(
         print(f"contextlift eval: {render(cost, base_url)}\n({cache.reusable()} answers cached in {cache.path}: not "
               f"sent" + (f"; {others} from other upstreams not reused" if others else "") + ")\n"
               f"upstream {upstream.fingerprint}: {upstream.describe()}", file=sys.stderr)  # fmt: skip
+        for reason in upstream.unread:
+            print(f"contextlift eval: not read, the upstream known without it: {reason}", file=sys.stderr)
         allowed = confirmed(cost, local=local, yes=args.yes)
         if allowed is None:
             raise EvalError(f"{cost.requests:,} requests to a remote upstream: pass --yes to send them, or narrow the "
@@ -243,12 +245,9 @@ def _print_headline(data: dict[str, Any], out: Path) -> None:
 
 
 def _first_model(base_url: str, api_key: str | None) -> str:
-    headers = bearer(api_key)
     try:
-        response = httpx.get(f"{base_url}/models", headers=headers, timeout=30)
-        response.raise_for_status()
-        return str(response.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
+        return first_listed_model(base_url, api_key)
+    except ValueError as error:
         raise EvalError(f"cannot list models at {base_url}/models ({error}); pass --model") from None
 
 

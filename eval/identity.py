@@ -16,16 +16,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx
 
 from eval.report.literal import code_span
 from eval.runner import bearer
+from eval.upstream_answers import UnreadAnswer, read_json_object
 
 _LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
 """The fields of a `/v1/models` entry that name what serves the model; others (vLLM's `created` and `permission`,
 stamped per call, or whatever a gateway adds) would change the fingerprint from one run to the next."""
-_LARGEST_ANSWER = 1 << 20
-"""Bytes read of an upstream's description of itself: a model list or /props is a few kilobytes."""
+DEADLINE = 10.0
+"""Seconds the eval gives an upstream to describe itself, every answer together: a model list and /props come in
+milliseconds; past it the run goes on knowing the upstream by what it read, and says what it did not."""
+_READ_TIMEOUT = 5.0
 _LONGEST_VALUE = 200
 """How much of each value is kept: its text ends up in every report, and an upstream may send anything."""
 
@@ -36,6 +40,9 @@ class UpstreamIdentity:
     """The model name the eval sends."""
     details: dict[str, Any] = field(default_factory=dict)
     """Server, build, model file, its sha256 and settings for the embedded model; the `/v1/models` entry otherwise."""
+    unread: tuple[str, ...] = ()
+    """What the upstream answered that was not read, and why (`identify`): said by the run, kept out of the
+    fingerprint and the report."""
 
     @property
     def fingerprint(self) -> str:
@@ -77,48 +84,88 @@ def identify(
     api_key: str | None = None,
     local: dict[str, Any] | None = None,
     upstream_url: str | None = None,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> UpstreamIdentity:
     """The identity of the upstream behind the proxy at `base_url` (ending in `/v1`); `local`: the embedded model's
     own (`LocalModel.identity`). `upstream_url`, where the eval knows it: the upstream itself is asked what its
     server says of itself (llama.cpp's `/props`: model file and build; vLLM's `/version`). An upstream that lists
-    nothing is known by the model name alone."""
+    nothing is known by the model name alone; what it answered but could not be read (`eval.upstream_answers`),
+    within DEADLINE in all, is said in `unread`."""
     if local is not None:
         return UpstreamIdentity(model, dict(local))
-    headers = bearer(api_key)
-    listed = _json(f"{base_url}/models", headers).get("data")
-    entry = (
-        next((m for m in listed if isinstance(m, dict) and m.get("id") == model), {})
-        if isinstance(listed, list)
-        else {}
-    )
-    details: dict[str, Any] = {"listed": _kept({k: v for k, v in entry.items() if k in _LISTED})} if entry else {}
-    if upstream_url:
-        root = upstream_url.rstrip("/").removesuffix("/v1")
-        props = _json(f"{root}/props", headers)
-        settings = props.get("default_generation_settings")
-        server = {
-            **_kept({k: v for k, v in props.items() if k in ("model_path", "build_info", "total_slots")}),
-            **_kept({k: v for k, v in settings.items() if k == "n_ctx"} if isinstance(settings, dict) else {}),
-            **_kept({k: v for k, v in _json(f"{root}/version", headers).items() if k == "version"}),
-        }
-        if server:
-            details["server"] = server
-    return UpstreamIdentity(model, details)
+    return anyio.run(_identify, base_url, model, bearer(api_key), upstream_url, transport)
 
 
-def _json(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    """The JSON object at `url`, or {} where there is none or it is longer than `_LARGEST_ANSWER`."""
-    try:
-        with httpx.stream("GET", url, headers=headers, timeout=10) as response:
-            body = b""
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > _LARGEST_ANSWER:
-                    return {}
-        value = json.loads(body)
-    except (httpx.HTTPError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+async def _identify(
+    base_url: str,
+    model: str,
+    headers: dict[str, str],
+    upstream_url: str | None,
+    transport: httpx.AsyncBaseTransport | None,
+) -> UpstreamIdentity:
+    unread: list[str] = []
+    deadline = anyio.current_time() + DEADLINE
+
+    async def answer(url: str) -> dict[str, Any]:
+        try:
+            return await read_json_object(client, url, headers, deadline)
+        except UnreadAnswer as why:
+            if why.answered:
+                unread.append(f"{url}: {_when_late(str(why))}")
+            return {}
+
+    async with httpx.AsyncClient(transport=transport, timeout=_READ_TIMEOUT) as client:
+        listed = (await answer(f"{base_url}/models")).get("data")
+        entry = (
+            next((m for m in listed if isinstance(m, dict) and m.get("id") == model), {})
+            if isinstance(listed, list)
+            else {}
+        )
+        details: dict[str, Any] = {"listed": _kept({k: v for k, v in entry.items() if k in _LISTED})} if entry else {}
+        if upstream_url:
+            root = upstream_url.rstrip("/").removesuffix("/v1")
+            props = await answer(f"{root}/props")
+            settings = props.get("default_generation_settings")
+            server = {
+                **_kept({k: v for k, v in props.items() if k in ("model_path", "build_info", "total_slots")}),
+                **_kept({k: v for k, v in settings.items() if k == "n_ctx"} if isinstance(settings, dict) else {}),
+                **_kept({k: v for k, v in (await answer(f"{root}/version")).items() if k == "version"}),
+            }
+            if server:
+                details["server"] = server
+    return UpstreamIdentity(model, details, tuple(unread))
+
+
+def first_listed_model(
+    base_url: str, api_key: str | None = None, *, transport: httpx.AsyncBaseTransport | None = None
+) -> str:
+    """The id of the first model the proxy at `base_url` lists, read as `identify` reads the list.
+
+    Raises:
+        ValueError: the list could not be read, or its first entry has no id of at most 256 printable characters.
+    """
+    return anyio.run(_first_listed_model, base_url, bearer(api_key), transport)
+
+
+async def _first_listed_model(
+    base_url: str, headers: dict[str, str], transport: httpx.AsyncBaseTransport | None
+) -> str:
+    async with httpx.AsyncClient(transport=transport, timeout=_READ_TIMEOUT) as client:
+        try:
+            listing = await read_json_object(client, f"{base_url}/models", headers, anyio.current_time() + DEADLINE)
+        except UnreadAnswer as why:
+            raise ValueError(_when_late(str(why))) from None
+    listed = listing.get("data")
+    first = listed[0] if isinstance(listed, list) and listed and isinstance(listed[0], dict) else {}
+    model = first.get("id")
+    if not isinstance(model, str) or not model or len(model) > 256 or not model.isprintable():
+        raise ValueError("its first entry has no id of at most 256 printable characters")
+    return model
+
+
+def _when_late(reason: str) -> str:
+    return reason.replace("within the deadline", f"within {DEADLINE:g} s")
 
 
 def _kept(fields: dict[str, Any]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from eval.command import EvalError
 from proxy import LocalModelError, Settings, create_app
 from proxy.edge.server import ProxyServer, build_server
 from proxy.local_model import upstream_for
@@ -32,27 +33,44 @@ def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[InProcessPro
     """The proxy, ready (embedder loaded) when yielded; stopped with the block. `port` 0: a free one.
 
     Raises:
-        LocalModelError: the port is taken, or the proxy did not become ready.
+        EvalError: the port is taken or is not a port (before any upstream is started: an argument error).
+        LocalModelError: the proxy did not become ready.
     """
-    with upstream_for(settings, quiet=True) as upstream:
-        settings = settings.model_copy(update={"upstream_url": upstream.url})
-        listener = socket.socket()
-        try:
-            listener.bind(("127.0.0.1", port))
-        except OSError as error:
-            listener.close()
-            raise LocalModelError(f"--port {port}: {error.strerror}") from None
-        port = listener.getsockname()[1]
-        server = build_server(create_app(settings), settings)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)
-        thread.start()
-        try:
-            _wait_started(server, thread, f"http://127.0.0.1:{port}/startupz", settings.local_model_startup_timeout)
-            yield InProcessProxy(f"http://127.0.0.1:{port}/v1", upstream.identity)
-        finally:
-            server.should_exit = True
-            thread.join(timeout=settings.shutdown_grace + 5)
-            listener.close()
+    listener = _listener(port)
+    try:
+        with upstream_for(settings, quiet=True) as upstream:
+            settings = settings.model_copy(update={"upstream_url": upstream.url})
+            port = listener.getsockname()[1]
+            server = build_server(create_app(settings), settings)
+            thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="eval-proxy", daemon=True)
+            thread.start()
+            try:
+                startup = f"http://127.0.0.1:{port}/startupz"
+                _wait_started(server, thread, startup, settings.local_model_startup_timeout)
+                yield InProcessProxy(f"http://127.0.0.1:{port}/v1", upstream.identity)
+            finally:
+                server.should_exit = True
+                thread.join(timeout=settings.shutdown_grace + 5)
+    finally:
+        listener.close()
+
+
+def _listener(port: int) -> socket.socket:
+    """A socket bound to `port` on loopback.
+
+    Raises:
+        EvalError: the port is taken (the system's reason), or is not one (outside 0-65535).
+    """
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as error:
+        listener.close()
+        raise EvalError(f"--port {port}: {error.strerror or error}") from None
+    except OverflowError:
+        listener.close()
+        raise EvalError(f"--port {port}: not a port (0 to 65535)") from None
+    return listener
 
 
 def _wait_started(server: ProxyServer, thread: threading.Thread, url: str, timeout: float) -> None:

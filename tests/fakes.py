@@ -76,6 +76,15 @@ def sse_response(
     )
 
 
+def streamed_json(payload: Any) -> httpx.Response:
+    """A JSON answer whose body is still to read, as a network gives it (a mock transport's bytes come read)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield json.dumps(payload).encode()
+
+    return httpx.Response(200, headers={"content-type": "application/json"}, content=body())
+
+
 async def never_answers(request: httpx.Request) -> httpx.Response:
     """An upstream answer that never comes (within any test's time)."""
     await asyncio.sleep(3600)

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from eval.command import EvalError
 from eval.cost import CONFIRM_ABOVE, _prompt_tokens, confirmed, estimate
 from eval.local_proxy import proxy_in_process
 from eval.plan import build_cases, make_plan
 from eval.runner import jobs
 from eval.sources import find_sources
-from proxy import LocalModelError, Settings
+from proxy import Settings
 from proxy.cli import main
 from strategies import build_registry, parse_selection
 
@@ -106,5 +107,5 @@ def test_the_in_process_proxy_takes_the_port_asked_and_says_when_it_is_taken() -
     with proxy_in_process(settings, port) as proxy:
         assert proxy.url == f"http://127.0.0.1:{port}/v1"
         assert proxy.upstream_identity is None
-        with pytest.raises(LocalModelError, match=f"--port {port}: "), proxy_in_process(settings, port):
+        with pytest.raises(EvalError, match=f"--port {port}: "), proxy_in_process(settings, port):
             pass

@@ -25,7 +25,7 @@ from eval.verdicts.best_pipeline import significant
 from eval.verdicts.results import RunInfo, results
 from proxy.cli import main
 from tests.eval.report.test_best_pipeline_per_regime import sample
-from tests.fakes import completion
+from tests.fakes import completion, streamed_json
 from tests.serving import fake_upstream_url, request_body
 
 
@@ -226,21 +226,18 @@ def test_what_an_upstream_lists_is_bounded_and_kept_to_one_line(tmp_path: Path) 
     hostile |= {f"k{i}": i for i in range(40)}
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"data": [hostile]})
+        return streamed_json({"data": [hostile]})
 
-    with httpx.Client(transport=httpx.MockTransport(handler)) as client, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(httpx, "stream", client.stream)
-        identity = identify("http://proxy/v1", "m")
+    identity = identify("http://proxy/v1", "m", transport=httpx.MockTransport(handler))
     listed = identity.details["listed"]
     assert "created" not in listed
     assert "nested" not in listed
     assert len(listed) < 20
     assert len(listed["root"]) == 200
     huge = {"data": [{"id": "m", "root": "x" * (2 << 20)}]}
-    with httpx.Client(transport=httpx.MockTransport(lambda _: httpx.Response(200, json=huge))) as client, \
-            pytest.MonkeyPatch.context() as patch:  # fmt: skip
-        patch.setattr(httpx, "stream", client.stream)
-        assert identify("http://proxy/v1", "m").details == {}  # over a megabyte: not read, known by its name
+    too_long = identify("http://proxy/v1", "m", transport=httpx.MockTransport(lambda _: streamed_json(huge)))
+    assert too_long.details == {}  # over a megabyte: not read, known by its name
+    assert too_long.unread == ("http://proxy/v1/models: over 1 MiB",)
     assert "\n" not in identity.describe()
     assert "`" not in listed["root"]
     assert "|" not in listed["root"]
