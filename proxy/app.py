@@ -129,7 +129,7 @@ def create_app(
         seed=settings.strategy_seed,
         observe_step=state.metrics.observe_step,
         rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
-        unproven_fallback=_unproven_fallback(state.registry, settings.unproven_fallback),
+        unproven_fallback=unproven_fallback_step(state.registry, settings.unproven_fallback),
     )
     if real_embedder is None:
         state.embedder_ready.set()
@@ -428,8 +428,13 @@ def _unexpected(request: Request[Any, Any, Any], error: Exception) -> Response[A
     return _proxy_error(request, ProxyError("internal error in the proxy; see its logs"))
 
 
-def _unproven_fallback(registry: StrategyRegistry, name: str) -> tuple[Transform, Params] | None:
-    """The step that adds, named by `unproven_fallback`, with its defaults; None for `none`."""
+def unproven_fallback_step(registry: StrategyRegistry, name: str) -> tuple[Transform, Params] | None:
+    """The step that adds, named by `unproven_fallback`, with its defaults; None for `none`. `contextlift detect`
+    previews with it too.
+
+    Raises:
+        SettingsError: `name` is not a registered step that adds beside an unmovable context.
+    """
     if name == "none":
         return None
     if name not in registry:

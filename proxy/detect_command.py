@@ -13,7 +13,7 @@ from typing import Any
 
 from proxy.edge.intake import check_chat_body, parse_json_object
 from proxy.errors import ProxyError
-from proxy.settings import Settings
+from proxy.settings import Settings, SettingsError
 from strategies import (
     ChatRequest,
     Completion,
@@ -71,7 +71,7 @@ def detect_command(
     except ProxyError as error:
         print(f"contextlift detect: {error.message}", file=sys.stderr)
         return 2
-    except (DocumentLimitError, StrategySelectionError, ValueError) as error:
+    except (DocumentLimitError, StrategySelectionError, SettingsError, ValueError) as error:
         print(f"contextlift detect: {error}", file=sys.stderr)
         return 2
     print(json.dumps(found, ensure_ascii=False, indent=2) if as_json else render_explanation(found), end="")
@@ -95,9 +95,11 @@ async def _preview(
 
     Raises:
         StrategySelectionError: the strategy is malformed or names what is not registered.
+        SettingsError: `unproven_fallback` names no step that adds beside an unmovable context.
         ValueError: the configured rankers are invalid.
     """
-    # Imported here: the remote rankers' module is the serving path's, and plain `detect` has no use for it.
+    # Imported here: the serving path's modules, of no use to plain `detect`.
+    from proxy.app import unproven_fallback_step
     from proxy.remote_rankers import build_rankers
 
     registry = build_registry()
@@ -118,7 +120,8 @@ async def _preview(
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = SentenceTransformerEmbedder(device=device)
         ranker_set = RankerSet(rankers, settings.default_ranker, embedder)
-    services = Services(embedder=embedder, rankers=ranker_set, seed=settings.strategy_seed)
+    fallback = unproven_fallback_step(registry, settings.unproven_fallback)
+    services = Services(embedder=embedder, rankers=ranker_set, seed=settings.strategy_seed, unproven_fallback=fallback)
     context = StepContext(_NoModel(), services)
     # The transforms skip what a request's would (a step that needs documents, on a request without any).
     sent = await apply_transforms(pipeline, request, context)

@@ -70,3 +70,16 @@ def test_the_preview_is_the_request_the_proxy_sends(
     else:
         assert told == (order if order is None or isinstance(order, str) else ",".join(map(str, order)))
     assert response.headers["x-context-format"] == shown["format"]
+
+
+def test_the_preview_runs_the_operators_fallback_for_a_move_it_cannot_prove(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("CONTEXTLIFT_UNPROVEN_FALLBACK", "focus")
+    body = chat(PROMPTS["chunks"])
+    shown = preview(tmp_path, body, "reorder; ranker=lexical", capsys)
+    client = make_client(unproven_fallback="focus")
+    response = client.post("/v1/chat/completions", json=body, headers={"x-context-strategy": "reorder; ranker=lexical"})
+    assert shown["strategy"] == response.headers["x-context-strategy"]
+    assert "-> focus" in shown["strategy"]
+    assert shown["body"] == json.loads(fake.requests[0].content)
