@@ -149,8 +149,7 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
     documents are skipped for a request without any."""
     for step in pipeline.transforms:
         assert isinstance(step.strategy, Transform)
-        readable = step.strategy.reads_unmovable and request.unmovable is not None
-        if step.strategy.needs_documents and not request.documents and not readable:
+        if not step.strategy.runs_on(request):
             if step.strategy.moves and request.unmovable is not None:
                 request = await _in_place_of_a_move(step, request, context)
             continue
