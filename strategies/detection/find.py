@@ -35,7 +35,7 @@ from strategies.detection.message_documents import (
 )
 from strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
 from strategies.detection.question import find_question
-from strategies.detection.regions import RegionTooLarge, find_region, split_region
+from strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
 from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
 from strategies.spans import DocumentFormat, DocumentSpan
 
@@ -300,6 +300,8 @@ class _Search:
                 yield _Candidate(DocumentFormat.DECLARED, spans, f"declared:{declared.name}")
         if self.shape is not None and self.shape not in SHAPES:
             return
+        # Read once: the scanners' units are judged against it, and it is a candidate of its own.
+        region = find_region(text)
         for fmt, scan in SCANNERS:
             if self._allows(fmt):
                 try:
@@ -307,11 +309,11 @@ class _Search:
                 except AmbiguousElements:
                     self.reasons.add("ambiguous")
                     continue
-                if spans and not self._nested(text, spans, fmt):
+                if spans and not self._nested(text, spans, fmt, region):
                     yield _Candidate(fmt, spans, fmt.value)
-        yield from self._region_candidates(text)
+        yield from self._region_candidates(text, region)
         if self._allows(DocumentFormat.NUMBERED):
-            yield from self._numbered_candidates(text, role)
+            yield from self._numbered_candidates(text, role, region)
         if role == "tool" and self._allows(DocumentFormat.JSON_LIST):
             items = scan_json_list(text, objects_only=True)
             if items:
@@ -321,7 +323,7 @@ class _Search:
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, f"{DocumentFormat.JSON_LIST.value}; embedded")
 
-    def _numbered_candidates(self, text: str, role: Any) -> Iterator[_Candidate]:
+    def _numbered_candidates(self, text: str, role: Any, region: Region | None) -> Iterator[_Candidate]:
         instructions = role in ("system", "developer")
         try:
             numbered = list(itertools.islice(scan_numbered(text), self.most))
@@ -329,7 +331,7 @@ class _Search:
             if not instructions:
                 self.reasons.add("ambiguous")
             return
-        if not numbered or self._nested(text, numbered, DocumentFormat.NUMBERED):
+        if not numbered or self._nested(text, numbered, DocumentFormat.NUMBERED, region):
             return
         if not instructions:
             yield _Candidate(DocumentFormat.NUMBERED, numbered, DocumentFormat.NUMBERED.value)
@@ -338,8 +340,7 @@ class _Search:
         elif announces_sources(text, numbered[0].start):
             yield _Candidate(DocumentFormat.NUMBERED, numbered, f"{DocumentFormat.NUMBERED.value}; announced")
 
-    def _region_candidates(self, text: str) -> Iterator[_Candidate]:
-        region = find_region(text)
+    def _region_candidates(self, text: str, region: Region | None) -> Iterator[_Candidate]:
         if region is None:
             return
         unproven = None
@@ -368,7 +369,7 @@ class _Search:
         elif self._allows(fmt) and spans:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
 
-    def _nested(self, text: str, spans: list[DocumentSpan], fmt: DocumentFormat) -> bool:
+    def _nested(self, text: str, spans: list[DocumentSpan], fmt: DocumentFormat, region: Region | None) -> bool:
         """Whether units found over the whole text sit inside something larger, and so prove nothing: text of
         its own between two of them (they are pieces of one chunk), or a marked context region that holds them
         with other text before them, or a separator line after them (they are one chunk's quotation). A request
@@ -378,7 +379,6 @@ class _Search:
         gaps = {text[a.end : b.start].strip() for a, b in itertools.pairwise(spans)}
         if len(gaps) > 1 or any(c.isalnum() for gap in gaps for c in gap):
             return True
-        region = find_region(text)
         if region is None or not (region.start <= spans[0].start and spans[-1].end <= region.end):
             return False
         return bool(text[region.start : spans[0].start].strip()) or separator_line_in(text, spans[-1].end, region.end)

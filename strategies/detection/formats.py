@@ -29,6 +29,9 @@ _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^
 _XML_TAG = re.compile(r"<(?P<close>/)?(?P<tag>document|doc|source)(?:[ \t\r\n][^<>]*+)?>")
 _XML_RESTARTS = 8
 """Lines that open a tag and never close it (prose about the tag) read past before the tags prove nothing."""
+_MAX_XML_DEPTH = 64
+"""Documents nest a few elements deep at most; a text that opens more without closing them proves nothing, and the
+open tags it holds stay few (a megabyte of `<doc>` lines kept 200,000 of them, and was read eight times)."""
 _XML_TITLE = re.compile(r"""\b(?:title|name)\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
 _XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
@@ -64,7 +67,8 @@ def scan_litm(text: str) -> Iterator[DocumentSpan]:
 
 
 class AmbiguousElements(ValueError):
-    """Two runs of elements in one text, each of which could be the documents: the tags prove neither."""
+    """Tags or labels that, read further, prove no units after all (two runs of elements, each of which could be
+    the documents; elements nested past any document's depth; numbered labels that stop running in order)."""
 
 
 def scan_xml(text: str) -> Iterator[DocumentSpan]:
@@ -107,6 +111,8 @@ def _elements_from(text: str, position: int) -> Generator[DocumentSpan, None, in
         if not tag.group("close"):
             if _opens_a_line(text, tag.start()):
                 stack.append(tag)
+                if len(stack) > _MAX_XML_DEPTH:
+                    raise AmbiguousElements("elements nested deeper than documents are")
             continue
         if not stack:
             continue  # a closing tag in prose, outside any element
@@ -214,28 +220,34 @@ def _last_block_end(text: str, header: re.Match[str], paragraphs: int | None) ->
 def scan_paired_labels(text: str) -> Iterator[DocumentSpan]:
     """Units an app opens and closes by number: `[CONTEXT 0]:` ... `[END CONTEXT 0]` (AnythingLLM), each opening
     on a line of its own, the numbers running in order from 0 or 1 under one word, each unit closed by the end
-    label of its own number before the next opens. Anything less proves nothing: no unit is reported.
+    label of its own number before the next opens.
 
-    Linear: the openings are found in one pass, and each end label is looked for only up to the next opening."""
-    openings = list(_PAIRED_OPEN.finditer(text))
-    if len(openings) < 2:
-        return
-    words = {m.group("word") for m in openings}
-    numbers = [number_of(m.group("num")) for m in openings]
-    base = numbers[0]
-    if len(words) > 1 or base not in (0, 1) or numbers != list(range(base, base + len(numbers))):
-        return
-    word = openings[0].group("word")
-    spans = []
-    for index, opening in enumerate(openings):
-        limit = openings[index + 1].start() if index + 1 < len(openings) else len(text)
-        closing = f"[END {word} {opening.group('num')}]"
-        at = text.find(closing, opening.end(), limit)
-        if at == -1:
+    Raises (once units are yielded, while the caller reads on):
+        AmbiguousElements: a later label breaks the run (another word or number, a unit never closed).
+
+    Linear: the openings are found in one pass, and each end label is looked for only up to the next opening.
+    Units are yielded as they are read, so a caller that takes only the first few reads no further."""
+    openings = _PAIRED_OPEN.finditer(text)
+    current = next(openings, None)
+    word, expected = "", None
+    while current is not None:
+        following = next(openings, None)
+        number = number_of(current.group("num"))
+        if expected is None and number not in (0, 1):
             return
-        end = at + len(closing)
-        spans.append(DocumentSpan(start=opening.start(), end=end, text=text[opening.end() : at].strip()))
-    yield from spans
+        if expected is not None and (number != expected or current.group("word") != word):
+            raise AmbiguousElements("numbered labels that do not run in order")
+        word, expected = current.group("word"), (number or 0) + 1
+        closing = f"[END {word} {current.group('num')}]"
+        at = text.find(closing, current.end(), following.start() if following is not None else len(text))
+        if at == -1:
+            if number in (0, 1):
+                return  # an opening label alone: no units
+            raise AmbiguousElements("a numbered unit never closed")
+        if following is None and number in (0, 1):
+            return  # one unit alone proves no run
+        yield DocumentSpan(start=current.start(), end=at + len(closing), text=text[current.end() : at].strip())
+        current = following
 
 
 def scan_json_kv(text: str) -> Iterator[DocumentSpan]:

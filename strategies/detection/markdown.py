@@ -2,8 +2,9 @@
 
 Documentation sites are the most common RAG corpus, and their chunks carry Markdown source: a code fence holding
 `---` lines (YAML, a diff), `<doc>` lines (an HTML example) or `Document [1]` lines (a prompt example), and front
-matter between two `---` lines at the top of a page. Nothing inside either is a boundary between documents or a
-document's label: a scanner skips the positions these ranges cover.
+matter between two `---` lines at the top of a page. A separator line inside either is the chunk's own text, never a
+join between chunks (`strategies.detection.chunks`), and a context that holds either is marked-up source, whose
+chunks may hold the join's own rule.
 
 A fence opens with three or more backticks or tildes (indented by at most three spaces) and closes with a line of
 the same character, at least as long, and nothing else (CommonMark, 4.5). A fence that never closes masks
@@ -11,12 +12,14 @@ nothing: a splitter cuts chunks in the middle of code blocks, and such a half-op
 every later document of the prompt. Front matter is a `---` line that opens a chunk, `key: value` lines, and a
 closing `---` or `...` line.
 
-One pass over the lines: linear in the text.
+One pass over the lines: linear in the text. At most `_MAX_FENCE_LINES` fence lines are read: past them, the text
+is marked-up source already, and a hostile one keeps no more of them in memory.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -27,6 +30,7 @@ _FRONT_MATTER_LINE = re.compile(r"[ \t]*(?:[A-Za-z_][\w.\-]{0,40}:.*|- .*|#.*|)"
 _MAX_FRONT_MATTER_LINES = 60
 _MAX_FRONT_MATTER_CHARS = 8_000
 _REREADS = 16
+_MAX_FENCE_LINES = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +53,27 @@ def enclosed_ranges(text: str, start: int = 0, end: int | None = None) -> Enclos
     """The fenced code blocks and front matter of `text[start:end]`."""
     limit = len(text) if end is None else end
     ranges = _fenced(text, start, limit)
-    fence_starts = [a for a, _ in ranges]
+    fences = _enclosing(ranges)
     matter: list[tuple[int, int]] = []
     for opening in _FRONT_MATTER_OPEN.finditer(text, start, limit):
-        if (matter and opening.start() < matter[-1][1]) or _inside(fence_starts, ranges, opening.start()):
+        if (matter and opening.start() < matter[-1][1]) or fences.covers(opening.start()):
             continue
         closed = _front_matter_end(text, opening, limit)
         if closed is not None:
             matter.append((opening.start(), closed))
-    merged = sorted(ranges + matter)
-    return Enclosed(tuple(a for a, _ in merged), tuple(b for _, b in merged))
+    return _enclosing(sorted(ranges + matter))
+
+
+def _enclosing(ranges: list[tuple[int, int]]) -> Enclosed:
+    return Enclosed(tuple(a for a, _ in ranges), tuple(b for _, b in ranges))
 
 
 def _fenced(text: str, start: int, limit: int) -> list[tuple[int, int]]:
     """Closed fenced blocks, read as CommonMark reads them: inside a fence, a fence line only closes it. A fence
     left open at the end is read again as plain text, from the line after it (at most `_REREADS` times: past
     that, the rest masks nothing)."""
-    lines = [m for m in _FENCE_LINE.finditer(text, start, limit) if not _inline_code(m)]
+    found = (m for m in _FENCE_LINE.finditer(text, start, limit) if not _inline_code(m))
+    lines = list(itertools.islice(found, _MAX_FENCE_LINES))
     ranges: list[tuple[int, int]] = []
     index = 0
     for _ in range(_REREADS):
@@ -92,11 +100,6 @@ def _inline_code(line: re.Match[str]) -> bool:
 def _closes(line: re.Match[str], opening: re.Match[str]) -> bool:
     fence, mark = line.group("fence"), opening.group("fence")
     return fence[0] == mark[0] and len(fence) >= len(mark) and not line.group("info").strip()
-
-
-def _inside(starts: list[int], ranges: list[tuple[int, int]], position: int) -> bool:
-    index = bisect.bisect_right(starts, position) - 1
-    return index >= 0 and position < ranges[index][1]
 
 
 def _front_matter_end(text: str, opening: re.Match[str], limit: int) -> int | None:

@@ -42,6 +42,11 @@ HOSTILE_PROMPTS = {
     "xml-near-closing-tags": megabyte("</doc" + " " * 20, head="<doc>"),
     "xml-unclosed-title": megabyte('title="', head="<doc ", tail="></doc>"),
     "xml-many-documents": megabyte("<doc>x</doc>"),
+    # Lines that open an element and never close it: 200,000 open tags kept and read eight times took 7 s.
+    "xml-unclosed-line-openings": megabyte("<doc>\n"),
+    "paired-label-openings": megabyte("[CONTEXT 0]:\n"),
+    "paired-labels-counting-up": "".join(f"[CONTEXT {i}]:\nx\n[END CONTEXT {i}]\n" for i in range(40_000)),
+    "fence-lines-between-separators": megabyte("a\n\n---\n\n```\n", head="Context:\n"),
     "litm-unclosed-titles": megabyte("Document [1](Title: "),
     "litm-title-parentheses": megabyte(")x", head="Document [1](Title: "),
     "litm-many-documents": megabyte("Document [1](Title: t) x\n"),
