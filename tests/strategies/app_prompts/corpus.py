@@ -50,11 +50,19 @@ FILES = {
 def package_file(key: str) -> str:
     """The text of one shipped documentation file (found without importing its package)."""
     shipped = FILES[key]
-    spec = importlib.util.find_spec(shipped.package)
+    return shipped_text(shipped.package, shipped.path)
+
+
+def shipped_text(package: str, path: str) -> str:
+    """The text of a file that an installed package ships at `path` inside its folder.
+
+    Raises:
+        FileNotFoundError: the package is not installed, or this version ships no such file.
+    """
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{shipped.package} is not installed: it ships {shipped.path}")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    return (folder / shipped.path).read_text(encoding="utf-8")
+        raise FileNotFoundError(f"{package} is not installed: it ships {path}")
+    return (Path(next(iter(spec.submodule_search_locations))) / path).read_text(encoding="utf-8")
 
 
 def uploaded_file(name: str) -> str:

@@ -15,32 +15,31 @@ import copy
 import functools
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from strategies import parse_request
+from tests.strategies.app_prompts.corpus import shipped_text
 from tests.strategies.real_chunks import FAMILIES, pydoc_texts
 
 CHUNK_CHARACTERS = 600
 
 
-def _package_file(module: str, *parts: str) -> Path:
-    found = pytest.importorskip(module)
-    path = Path(found.__file__).parent.joinpath(*parts)
-    if not path.is_file():
-        pytest.skip(f"{module} ships no {'/'.join(parts)} in this version")
-    return path
+def _package_file(package: str, *parts: str) -> str:
+    try:
+        return shipped_text(package, "/".join(parts))
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
 
 
 @functools.cache
-def _markdown_chunks(path: Path) -> tuple[str, ...]:
+def _markdown_chunks(text: str) -> tuple[str, ...]:
     from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
     splitter = RecursiveCharacterTextSplitter.from_language(
         Language.MARKDOWN, chunk_size=CHUNK_CHARACTERS, chunk_overlap=0
     )
-    return tuple(splitter.split_text(path.read_text(encoding="utf-8")))
+    return tuple(splitter.split_text(text))
 
 
 def _prose_chunks() -> list[str]:
@@ -52,10 +51,10 @@ def _prose_chunks() -> list[str]:
     return [c for c in chunks if len(c) > 300 and not re.search(r"(?m)^(?:[ \t]|\*|-|=)", c)][:4]
 
 
-def _holding(path: Path, has: Callable[[str], bool]) -> str:
-    chunk = next((c for c in _markdown_chunks(path) if has(c)), None)
+def _holding(text: str, has: Callable[[str], bool]) -> str:
+    chunk = next((c for c in _markdown_chunks(text) if has(c)), None)
     if chunk is None:
-        pytest.skip(f"no chunk of {path.name} holds the case in this version")
+        pytest.skip("no chunk of the shipped file holds the case in this version")
     return chunk
 
 
@@ -64,26 +63,26 @@ FENCE_WITH_RULES = re.compile(r"```[^\n]*\n(?:(?!```)[^\n]*\n)*?---\n")
 
 def fenced_yaml() -> str:
     """A code fence holding `---` lines: a `.prompt` file's front matter, shown in the dotprompt integration's docs."""
-    path = _package_file("litellm", "integrations", "dotprompt", "README.md")
-    return _holding(path, lambda c: FENCE_WITH_RULES.search(c) is not None)
+    page = _package_file("litellm", "integrations", "dotprompt", "README.md")
+    return _holding(page, lambda c: FENCE_WITH_RULES.search(c) is not None)
 
 
 def front_matter() -> str:
     """YAML front matter at the top of a chunk: FastAPI's agent skill page opens with its `name:`/`description:`."""
-    path = _package_file("fastapi", ".agents", "skills", "fastapi", "SKILL.md")
-    return _holding(path, lambda c: c.startswith("---\n"))
+    page = _package_file("fastapi", ".agents", "skills", "fastapi", "SKILL.md")
+    return _holding(page, lambda c: c.startswith("---\n"))
 
 
 def own_rule() -> str:
     """A chunk that holds its own `---` horizontal rule between two of its paragraphs."""
-    path = _package_file("litellm", "containers", "README.md")
-    return _holding(path, lambda c: "\n\n---\n\n" in c)
+    page = _package_file("litellm", "containers", "README.md")
+    return _holding(page, lambda c: "\n\n---\n\n" in c)
 
 
 def setext_title() -> str:
     """A Markdown title underlined with `---` (setext) not as long as the title, inside a chunk."""
-    path = _package_file("litellm", "containers", "README.md")
-    chunk = _holding(path, lambda c: c.lstrip().startswith("#"))
+    page = _package_file("litellm", "containers", "README.md")
+    chunk = _holding(page, lambda c: c.lstrip().startswith("#"))
     # The same page's heading written the other way Markdown allows: the text and paragraphs stay the page's own.
     title, _, rest = chunk.lstrip().partition("\n")
     return f"{title.lstrip('# ')}\n---\n{rest}"
