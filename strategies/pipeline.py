@@ -124,17 +124,26 @@ def render_applied(steps: Sequence[AppliedStep]) -> str:
 
 
 async def run_pipeline(
-    pipeline: Pipeline, request: ChatRequest, upstream: Upstream, services: Services | None = None
+    pipeline: Pipeline,
+    request: ChatRequest,
+    upstream: Upstream,
+    services: Services | None = None,
+    *,
+    applied: list[AppliedStep] | None = None,
 ) -> PipelineResult:
     """Apply the transforms, then the executor (or one plain call), and report what ran.
 
     Steps that need documents are skipped for requests without any; an executor skipped that way leaves a
     single plain call in its place. Each step that runs gets its own OpenTelemetry span.
+
+    Args:
+        applied: where the steps are noted as they run: a caller that passes a list still knows what ran when
+            the pipeline raises (an upstream that failed after a step had rewritten the request).
     """
-    context = StepContext(upstream, services or Services())
+    context = StepContext(upstream, services or Services(), [] if applied is None else applied)
     request = await apply_transforms(pipeline, request, context)
     executor = pipeline.executor
-    if executor is not None and (request.documents or not executor.strategy.needs_documents):
+    if executor is not None and executor.strategy.runs_on(request):
         assert isinstance(executor.strategy, Executor)
         context.applied.append(AppliedStep(executor.strategy.name, executor.label))
         with _step_span(executor, request, context.services):
@@ -146,12 +155,15 @@ async def run_pipeline(
 
 async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: StepContext) -> ChatRequest:
     """The request after the pipeline's transforms, each noted in `context.applied` as it runs; steps that need
-    documents are skipped for a request without any."""
+    documents are skipped for a request without any. A move where the request proves no boundaries is noted with
+    what ran in its place (`_in_place_of_a_move`), the operator's fallback once per request."""
+    fell_back = False
     for step in pipeline.transforms:
         assert isinstance(step.strategy, Transform)
         if not step.strategy.runs_on(request):
             if step.strategy.moves and request.unmovable is not None:
-                request = await _in_place_of_a_move(step, request, context)
+                request = await _in_place_of_a_move(step, request, context, fallback=not fell_back)
+                fell_back = True
             continue
         context.applied.append(AppliedStep(step.strategy.name, step.label))
         with _step_span(step, request, context.services):
@@ -159,15 +171,16 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
     return request
 
 
-async def _in_place_of_a_move(step: Step, request: ChatRequest, context: StepContext) -> ChatRequest:
+async def _in_place_of_a_move(step: Step, request: ChatRequest, context: StepContext, *, fallback: bool) -> ChatRequest:
     """A move asked where the request does not prove its documents' boundaries: the operator's step that adds
-    runs instead (`reorder -> focus: unproven-boundaries`), or nothing does (`reorder -> none: ...`)."""
+    runs instead (`reorder -> focus: unproven-boundaries`), or nothing does (`reorder -> none: ...`; so for a
+    later move, once the fallback has added its text)."""
     reason = request.detection.removeprefix("none: ")
-    fallback = context.services.unproven_fallback
-    if fallback is None:
+    step_in_place = context.services.unproven_fallback if fallback else None
+    if step_in_place is None:
         context.applied.append(AppliedStep("none", f"{step.label} -> none: {reason}"))
         return request
-    strategy, params = fallback
+    strategy, params = step_in_place
     context.applied.append(AppliedStep(strategy.name, f"{step.label} -> {strategy.name}: {reason}"))
     with _step_span(Step(strategy, params), request, context.services):
         return await strategy.transform(request, params, context)

@@ -102,7 +102,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         large=len(raw) > LARGE_BODY,
     )
     guard = upstream.guard
-    work = run_pipeline(pipeline, chat, upstream, state.services)
+    applied: list[AppliedStep] = []
+    work = run_pipeline(pipeline, chat, upstream, state.services, applied=applied)
     if chat.stream and chat.documents and not pipeline.streams_directly:
         # Nothing to relay until every answer is in: start the stream now and keep it alive meanwhile.
         record.planned_calls = pipeline.max_upstream_calls()
@@ -114,7 +115,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.finish(CLIENT_CLOSED_REQUEST)
         return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
     except Exception as error:
-        record.applied = _steps_run_on(pipeline, chat)
+        record.applied = tuple(applied)
         if isinstance(error, UpstreamFailure):
             record.error = getattr(error, "code", type(error).__name__)
         raise
@@ -217,12 +218,6 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
-
-
-def _steps_run_on(pipeline: Pipeline, chat: ChatRequest) -> tuple[AppliedStep, ...]:
-    """The steps of a pipeline that did not return, as a success would have named them: those that run on the
-    request (none, for a request without documents and steps that need them)."""
-    return tuple(AppliedStep(s.strategy.name, s.label) for s in pipeline.steps if s.strategy.runs_on(chat))
 
 
 def _order_sent(pipeline: Pipeline, chat: ChatRequest, result: PipelineResult) -> DocumentOrder | None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
+import anyio
+
 from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
 from strategies.spans import DocumentFormat
 
@@ -57,8 +59,11 @@ class Focus(Transform):
         focused = target.with_block_text(tail=f"\n\n{_sentence(labels)}{target.block.tail}")
         if target is request:
             return focused
-        # Read but not movable: what goes on is the body with the sentence in it, and no documents at all.
-        return ChatRequest(body=focused.render(), question=request.question, detection=request.detection)
+        # Read but not movable: what goes on is the body with the sentence in it, and no documents at all; the units
+        # stay readable, the sentence beside them, for a later step that only adds text (`excerpt`). Copying the
+        # prompt is CPU work in proportion to it: not on the event loop.
+        body = await anyio.to_thread.run_sync(focused.render)
+        return ChatRequest(body=body, question=request.question, detection=request.detection, unmovable=focused)
 
 
 def _sentence(labels: list[str]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.fakes import FakeUpstream
@@ -79,3 +80,35 @@ def test_a_proven_reading_is_moved_as_asked(make_client: Any, fake: FakeUpstream
 def test_a_fallback_that_moves_is_refused_at_start_up(make_client: Any) -> None:
     with pytest.raises(ValueError, match="unproven_fallback"):
         make_client(unproven_fallback="reorder")
+
+
+def test_the_fallback_runs_once_and_a_later_move_says_it_moved_nothing(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(unproven_fallback="excerpt")
+    original = prompt(MARKED_UP, "\n\n---\n\n")
+    response = post(client, chat(original), "reorder; ranker=lexical, filter; ranker=lexical")
+    steps = response.headers["x-context-strategy"].split(", ")
+    assert steps[0].startswith("reorder; ranker=lexical -> excerpt: unproven-boundaries; quoted=")
+    assert steps[1] == "filter; ranker=lexical -> none: unproven-boundaries"
+    assert sent(fake)["messages"][0]["content"].count("Relevant excerpt") == 1
+
+
+@pytest.mark.parametrize("selection", ["focus; ranker=lexical, excerpt; ranker=lexical", "reorder, focus"])
+def test_steps_that_add_beside_a_guessed_reading_each_keep_what_the_other_added(
+    make_client: Any, fake: FakeUpstream, selection: str
+) -> None:
+    client = make_client(unproven_fallback="excerpt")
+    original = prompt(MARKED_UP, "\n\n---\n\n")
+    response = post(client, chat(original), selection)
+    content = sent(fake)["messages"][0]["content"]
+    assert content.count("Relevant excerpt") == 1
+    assert content.count("The most relevant document for the question is") == 1
+    assert len(response.headers["x-context-strategy"].split(", ")) == 2
+
+
+def test_a_failed_request_names_the_fallback_that_rewrote_its_body(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(unproven_fallback="focus", max_retries=0)
+    fake.queue(httpx.ConnectError("connection refused by fake"))
+    response = post(client, chat(prompt(MARKED_UP, "\n\n---\n\n")), "reorder; ranker=lexical")
+    assert response.status_code == 502
+    assert response.headers["x-context-strategy"].startswith("reorder; ranker=lexical -> focus: unproven-boundaries")
+    assert "The most relevant document for the question is" in sent(fake)["messages"][0]["content"]
