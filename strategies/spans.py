@@ -63,6 +63,12 @@ Scanner = Callable[[str], Iterator[DocumentSpan]]
 MAX_NUMBER_DIGITS = 9
 """A position has far fewer digits; a longer run is no position (and `int` refuses one past 4,300 digits)."""
 
+NUMBERED_MARKER = re.compile(
+    r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?P<marker>\[(?P<bracketed>\d{1,9})\]|[A-Za-z][A-Za-z ]{0,30}?[ \t]*#?[ \t]*\[?"
+    r"(?P<named>\d{1,9})\]?)"
+)
+"""A numbered source's marker at a document's start, as the numbered shape reads it (`[3]`, `Source 3`, `### Source
+3`, `**Passage 2**`): the marker as written (`marker`) and the number it shows (`bracketed` or `named`)."""
 BLANK_LINE = re.compile(r"\n[ \t]*\n")
 QUESTION_WORDS = "question|query|user query|user question|your question|the question|user's question"
 """What a heading or a bold line standing alone above the question says (`## Question`, `**User query**`)."""

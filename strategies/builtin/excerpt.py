@@ -31,10 +31,13 @@ from typing import Any, ClassVar
 import anyio
 
 from strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform, rank
-from strategies.spans import END_CUE, MAX_NUMBER_DIGITS, DocumentFormat
+from strategies.spans import END_CUE, MAX_NUMBER_DIGITS, NUMBERED_MARKER, DocumentFormat
 
 FRAMING = "Relevant excerpt (from document {number}):"
 """The line above each quotation: the proxy's words, with a number and nothing of the document's."""
+UNNUMBERED_FRAMING = "Relevant excerpt:"
+"""The line above a passage of a context whose boundaries are a guess: its position among guessed units is no
+number the client gave it, and the framing names none."""
 FENCE_QUOTE = '"'
 MIN_FENCE = 3
 ELISION = " [...]"
@@ -52,11 +55,6 @@ shorter than the budget allows."""
 _STEPS_BACK = 8
 _QUOTE_RUN = re.compile(f"{FENCE_QUOTE}+")
 _WORD_END = re.compile(r"\s+")
-# A numbered source's marker as its shape reads it (`[3]`, `Source 3`, `### Source 3`): the number it shows.
-_NUMBERED_MARKER = re.compile(
-    r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:\[(?P<bracketed>\d{1,9})\]|[A-Za-z][A-Za-z ]{0,30}?[ \t]*#?[ \t]*\[?"
-    r"(?P<named>\d{1,9})\]?)"
-)
 
 
 class Excerpt(Transform):
@@ -83,7 +81,9 @@ class Excerpt(Transform):
             context.note("skipped=format")  # the question's message holds no text to put the block beside
             return request
         chosen = (await rank(target, params, context)).order()[: int(params["top"])]
-        passages = [(i, _number(target, i), target.documents[i].text.strip()) for i in chosen]
+        # A guessed reading's units were not numbered by the client: their positions would name the wrong chunk.
+        numbered = target is request
+        passages = [(i, _number(target, i) if numbered else None, target.documents[i].text.strip()) for i in chosen]
         # Counting tokens and copying the prompt are CPU work in proportion to them: not on the event loop.
         excerpted = await anyio.to_thread.run_sync(
             _excerpted, target, place, passages, int(params["max_tokens"]), context.services.tokenizer
@@ -102,11 +102,12 @@ class Excerpt(Transform):
         return ChatRequest(body=body, question=request.question, detection=request.detection, unmovable=placed)
 
 
-def quotation(number: int, text: str) -> str:
+def quotation(number: int | None, text: str) -> str:
     """`text` quoted under the framing line, between fences it cannot close: one quote longer than its longest run."""
     runs = [len(run) for run in _QUOTE_RUN.findall(text)]
     fence = FENCE_QUOTE * max(MIN_FENCE, max(runs, default=0) + 1)
-    return f"{FRAMING.format(number=number)}\n{fence}\n{text}\n{fence}"
+    framing = UNNUMBERED_FRAMING if number is None else FRAMING.format(number=number)
+    return f"{framing}\n{fence}\n{text}\n{fence}"
 
 
 def bounded(text: str, budget: int, tokenizer: Tokenizer) -> str:
@@ -151,7 +152,7 @@ def _longest_fit(window: str, ends: Sequence[int], budget: int, tokenizer: Token
 
 
 def _excerpted(
-    request: ChatRequest, place: _Place, passages: list[tuple[int, int, str]], budget: int, tokenizer: Tokenizer
+    request: ChatRequest, place: _Place, passages: list[tuple[int, int | None, str]], budget: int, tokenizer: Tokenizer
 ) -> tuple[ChatRequest, list[int], int] | None:
     """The request with the block at `place`, the indices of the documents quoted, and the tokens added; None
     where no passage had text to quote. The passages, best first, share the budget: each gets what the ones
@@ -180,7 +181,7 @@ def _number(request: ChatRequest, index: int) -> int:
     if document.number_span is not None:
         shown = document.raw[slice(*document.number_span)]
     elif request.block.format is DocumentFormat.NUMBERED:
-        marker = _NUMBERED_MARKER.match(document.raw)
+        marker = NUMBERED_MARKER.match(document.raw)
         shown = (marker.group("bracketed") or marker.group("named")) if marker else ""
     if shown.isascii() and shown.isdigit() and len(shown) <= MAX_NUMBER_DIGITS:
         return int(shown)

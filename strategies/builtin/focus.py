@@ -21,7 +21,7 @@ from typing import ClassVar
 import anyio
 
 from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
-from strategies.spans import DocumentFormat
+from strategies.spans import NUMBERED_MARKER, DocumentFormat
 
 QUOTED_WORDS = 12
 """Opening words quoted where a document has no label: enough to find it, few enough to add a line, not a copy."""
@@ -31,10 +31,6 @@ _MARKER_END = re.compile(r"[\]\)]")
 # `Retrieved chunk 1`); any other text before a document's number is the document's, and is not repeated unquoted.
 _PLAIN_MARKER = re.compile(r"(?:[A-Za-z]{1,20}[ ]?){0,2}(?:#[ ]?)?\[?\d{1,9}\]?")
 _DOUBLE_QUOTES = str.maketrans(dict.fromkeys('"\u201c\u201d\u201e\u201f\u2033\uff02', "'"))
-# A numbered source's marker, as the numbered shape reads it: `[3]`, `Source 3`, `### Source 3`, `**Passage 2**`.
-_NUMBERED_MARKER = re.compile(
-    r"[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?P<marker>\[\d{1,9}\]|[A-Za-z][A-Za-z ]{0,30}?[ \t]*#?[ \t]*\[?\d{1,9}\]?)"
-)
 
 
 class Focus(Transform):
@@ -86,7 +82,7 @@ def _label(document: Document, fmt: DocumentFormat, number: int | None) -> str:
             return marker
     if fmt is DocumentFormat.NUMBERED:
         # Numbers stay as the client wrote them (its citations map back to them): the marker names the source.
-        numbered = _NUMBERED_MARKER.match(document.raw)
+        numbered = NUMBERED_MARKER.match(document.raw)
         if numbered is not None and _PLAIN_MARKER.fullmatch(numbered.group("marker").strip()):
             return numbered.group("marker").strip()
     title = _plain(document.title or "")

@@ -32,7 +32,9 @@ def inserted(original: str, sent: str) -> tuple[int, str]:
     return at, added
 
 
-def assert_one_block(original: dict[str, Any], sent: dict[str, Any], message: int, response: Any) -> str:
+def assert_one_block(
+    original: dict[str, Any], sent: dict[str, Any], message: int, response: Any, block: str = BLOCK
+) -> str:
     """Only message `message` changed, by one insertion holding the block; the header reports the tokens added.
     Returns the message's text as sent."""
     assert len(sent["messages"]) == len(original["messages"])
@@ -42,7 +44,7 @@ def assert_one_block(original: dict[str, Any], sent: dict[str, Any], message: in
     before, after = original["messages"][message], sent["messages"][message]
     assert {k: v for k, v in after.items() if k != "content"} == {k: v for k, v in before.items() if k != "content"}
     _, added = inserted(before["content"], after["content"])
-    assert added.strip() == BLOCK
+    assert added.strip() == block
     assert after["content"].count("Relevant excerpt") == 1
     tokens = TiktokenTokenizer().count(added)
     assert response.headers["x-context-strategy"] == f"{STRATEGY}; quoted=3; tokens=+{tokens}"
@@ -71,9 +73,12 @@ def test_a_langchain_context_keeps_its_chunks_and_gets_the_best_one_quoted(
     context = join.join(TEXTS)
     original = chat(f"Answer the question based only on the following context:\n{context}\n\nQuestion: {QUESTION}\n")
     response = post(client, copy.deepcopy(original))
-    content = assert_one_block(original, fake.bodies[-1], 0, response)
+    # Chunks that blank lines alone separate are a guessed reading: its units' positions are no number the client
+    # gave, so the framing names none.
+    block = BLOCK if join != "\n\n" else BLOCK.replace("Relevant excerpt (from document 3):", "Relevant excerpt:")
+    content = assert_one_block(original, fake.bodies[-1], 0, response, block)
     assert content == (
-        f"Answer the question based only on the following context:\n{context}\n\n{BLOCK}\n\nQuestion: {QUESTION}\n"
+        f"Answer the question based only on the following context:\n{context}\n\n{block}\n\nQuestion: {QUESTION}\n"
     )
     if join == "\n\n":
         # Chunks that blank lines alone separate: read as paragraphs, quoted, never moved.
@@ -137,3 +142,13 @@ def test_the_body_sent_upstream_differs_only_by_the_block(client: Any, fake: Fak
     assert response.status_code == 200
     _, added = inserted(raw.decode(), fake.requests[-1].content.decode())
     assert json.loads(f'"{added}"').strip() == BLOCK
+
+
+def test_a_passage_of_a_guessed_reading_is_named_by_no_number(client: Any, fake: FakeUpstream) -> None:
+    # Four chunks, the first of two paragraphs: the client's third chunk is the guessed reading's fourth paragraph.
+    context = "\n\n".join(["Alpha grows in spring.\n\nIt is green.", *TEXTS[1:]])
+    original = chat(f"Answer the question based only on the following context:\n{context}\n\nQuestion: {QUESTION}\n")
+    post(client, copy.deepcopy(original))
+    content = fake.bodies[-1]["messages"][0]["content"]
+    assert "Relevant excerpt:\n" in content
+    assert "from document" not in content
