@@ -53,6 +53,7 @@ from strategies import (
     SentenceTransformerEmbedder,
     Services,
     StrategyRegistry,
+    StrategySelectionError,
     Transform,
     build_registry,
     parse_request,
@@ -129,7 +130,7 @@ def create_app(
         seed=settings.strategy_seed,
         observe_step=state.metrics.observe_step,
         rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
-        unproven_fallback=unproven_fallback_step(state.registry, settings.unproven_fallback),
+        unproven_fallback=unproven_fallback_step(state.registry, settings),
     )
     if real_embedder is None:
         state.embedder_ready.set()
@@ -428,18 +429,14 @@ def _unexpected(request: Request[Any, Any, Any], error: Exception) -> Response[A
     return _proxy_error(request, ProxyError("internal error in the proxy; see its logs"))
 
 
-def unproven_fallback_step(registry: StrategyRegistry, name: str) -> tuple[Transform, Params] | None:
-    """The step that adds, named by `unproven_fallback`, with its defaults; None for `none`. `contextlift detect`
+def unproven_fallback_step(registry: StrategyRegistry, settings: Settings) -> tuple[Transform, Params] | None:
+    """The step `unproven_fallback` names, resolved with the configured caps; None for `none`. `contextlift detect`
     previews with it too.
 
     Raises:
-        SettingsError: `name` is not a registered step that adds beside an unmovable context.
+        SettingsError: `unproven_fallback` names no step that only adds beside an unmovable context.
     """
-    if name == "none":
-        return None
-    if name not in registry:
-        raise SettingsError(f"unproven_fallback {name!r} is not a registered strategy")
-    strategy = registry.get(name)
-    if not isinstance(strategy, Transform) or not strategy.reads_unmovable:
-        raise SettingsError(f"unproven_fallback {name!r} is not a step that adds beside an unmovable context")
-    return strategy, {p.name: p.default for p in strategy.params if p.default is not None}
+    try:
+        return registry.step_that_adds(settings.unproven_fallback, settings.strategy_caps)
+    except StrategySelectionError as error:
+        raise SettingsError(f"unproven_fallback: {error}") from None

@@ -120,7 +120,7 @@ async def _preview(
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = SentenceTransformerEmbedder(device=device)
         ranker_set = RankerSet(rankers, settings.default_ranker, embedder)
-    fallback = unproven_fallback_step(registry, settings.unproven_fallback)
+    fallback = unproven_fallback_step(registry, settings)
     services = Services(embedder=embedder, rankers=ranker_set, seed=settings.strategy_seed, unproven_fallback=fallback)
     context = StepContext(_NoModel(), services)
     # The transforms skip what a request's would (a step that needs documents, on a request without any).

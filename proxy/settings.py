@@ -284,12 +284,14 @@ class Settings(BaseSettings):
         "Without it, minilm and fusion are refused (400, or a start-up error where default_ranker names one) and "
         "medoid compares its answers by their words (similarity=lexical).",
     )
-    unproven_fallback: Literal["none", "focus", "excerpt"] = Field(
+    unproven_fallback: str = Field(
         "none",
+        max_length=200,
         description="What runs in place of a step that moves documents (reorder, filter) where the request does not "
         "prove their boundaries (X-Context-Format `none: unproven-boundaries` or `none: ambiguous-chunks`: chunks "
-        "joined by blank lines, or marked-up chunks that may hold the join's own separator): `focus` or `excerpt` "
-        "add beside the context and move nothing (`reorder -> focus: unproven-boundaries`); `none` sends the body "
+        "joined by blank lines, or marked-up chunks that may hold the join's own separator): one step that only "
+        "adds beside the context, as a request would name it (`focus`, `excerpt`, `excerpt; max_tokens=150`; "
+        "strategy_caps bind it), moves nothing (`reorder -> focus: unproven-boundaries`); `none` sends the body "
         "as it came (`reorder -> none: unproven-boundaries`). The default is `none`: on real chunks focus measured "
         "-0.100 [-0.286, +0.098] (n = 30, docs/results/reference-focus-chunks), no lift to switch on by default.",
     )

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 
 from strategies.pipeline import Pipeline, Step
-from strategies.plugin import FORMAT_PARAM, RANKER_PARAM, Param, ParamValue, Role, Strategy
+from strategies.plugin import FORMAT_PARAM, RANKER_PARAM, Param, Params, ParamValue, Role, Strategy, Transform
 from strategies.rankers.base import published_rankers
-from strategies.selection import StepRequest, StrategySelectionError
+from strategies.selection import StepRequest, StrategySelectionError, parse_selection
 
 ENTRY_POINT_GROUP = "contextlift.strategies"
 
@@ -59,6 +59,22 @@ class StrategyRegistry:
 
     def get(self, name: str) -> Strategy:
         return self._strategies[name]
+
+    def step_that_adds(self, selection: str, caps: Mapping[str, float]) -> tuple[Transform, Params] | None:
+        """The one step `selection` names (`excerpt`, `focus; top=2`), for where a move cannot run: resolved as a
+        request's would be, its defaults bound by `caps`; None for `none`.
+
+        Raises:
+            StrategySelectionError: the selection is malformed, names more than one step, or a step that does not
+                only add beside a context it may not move (`reads_unmovable`, moving nothing).
+        """
+        steps = self.resolve(parse_selection(selection), caps).steps
+        if not steps:
+            return None
+        strategy = steps[0].strategy
+        if len(steps) > 1 or not isinstance(strategy, Transform) or not strategy.reads_unmovable or strategy.moves:
+            raise StrategySelectionError(f"{selection!r} is not one step that adds beside a context it may not move")
+        return strategy, steps[0].params
 
     def resolve(self, requests: Iterable[StepRequest], caps: Mapping[str, float]) -> Pipeline:
         """Validate a selection against the registered strategies and the configured caps.

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.settings import SettingsError
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 
@@ -77,9 +78,22 @@ def test_a_proven_reading_is_moved_as_asked(make_client: Any, fake: FakeUpstream
     assert content.index("Gamma rays") < content.index("Alpha grows")
 
 
-def test_a_fallback_that_moves_is_refused_at_start_up(make_client: Any) -> None:
-    with pytest.raises(ValueError, match="unproven_fallback"):
-        make_client(unproven_fallback="reorder")
+@pytest.mark.parametrize("fallback", ["reorder", "excerpt, focus", "no-such-step", "excerpt; top=9"])
+def test_a_fallback_that_is_not_one_step_that_adds_is_refused_at_start_up(make_client: Any, fallback: str) -> None:
+    with pytest.raises(SettingsError, match="unproven_fallback"):
+        make_client(unproven_fallback=fallback)
+
+
+def test_the_fallback_is_bound_by_the_caps_and_takes_parameters(make_client: Any, fake: FakeUpstream) -> None:
+    long_gamma = "Gamma rays come from stars, " + "and from the hot gas around black holes, " * 12 + "mostly."
+    original = prompt([*MARKED_UP[:2], long_gamma, MARKED_UP[3]], "\n\n---\n\n")
+    added = {}
+    for fallback, caps in (("excerpt", {}), ("excerpt", {"excerpt.max_tokens": 16}), ("excerpt; max_tokens=16", {})):
+        client = make_client(unproven_fallback=fallback, strategy_caps=caps)
+        header = post(client, chat(original), "reorder; ranker=lexical").headers["x-context-strategy"]
+        added[(fallback, bool(caps))] = int(header.rsplit("tokens=+", 1)[1])
+    assert added[("excerpt", True)] < added[("excerpt", False)]
+    assert added[("excerpt; max_tokens=16", False)] == added[("excerpt", True)]
 
 
 def test_the_fallback_runs_once_and_a_later_move_says_it_moved_nothing(make_client: Any, fake: FakeUpstream) -> None:
