@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from eval.report.literal import code_span
+from eval.report.literal import LONGEST, code_span, one_line
 from eval.runner import bearer
 from eval.upstream_answers import UnreadAnswer, read_json_object
 
@@ -30,8 +30,6 @@ DEADLINE = 10.0
 """Seconds the eval gives an upstream to describe itself, every answer together: a model list and /props come in
 milliseconds; past it the run goes on knowing the upstream by what it read, and says what it did not."""
 _READ_TIMEOUT = 5.0
-_LONGEST_VALUE = 200
-"""How much of each value is kept: its text ends up in every report, and an upstream may send anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +168,7 @@ def _when_late(reason: str) -> str:
 
 def _kept(fields: dict[str, Any]) -> dict[str, str]:
     """The scalar fields, each as text on one line, bounded (a number too: JSON allows one of any length)."""
-    return {
-        k: _printable(str(v))[:_LONGEST_VALUE] for k, v in fields.items() if isinstance(v, str | int | float | bool)
-    }
-
-
-def _printable(text: str) -> str:
-    """`text` on one line, without the characters that would end a report's table cell or code span."""
-    return "".join(c if c.isprintable() and c not in "`|" else " " for c in text)
+    return {k: one_line(str(v))[:LONGEST] for k, v in fields.items() if isinstance(v, str | int | float | bool)}
 
 
 def new_run_id() -> str:

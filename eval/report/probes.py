@@ -14,11 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.report.literal import code_span
+from eval.report.literal import code_span, shown_date
 from eval.verdicts.best_pipeline import harmful, significant
 from eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 POSITIONS = {"first": 0, "middle": 50, "last": 100}
 """The needle's position, as a depth in % of the documents (the plot's axis)."""
@@ -211,7 +209,7 @@ def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
 
 
 def _date(time: str) -> str:
-    return time[:10] if _DATE.fullmatch(time[:10]) else "an unknown date"
+    return shown_date(time) or "an unknown date"
 
 
 def _signed(interval: Sequence[float]) -> str:

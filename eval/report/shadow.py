@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,13 +20,12 @@ from typing import Any
 import numpy as np
 
 from eval.report.html import image_sources, render_html
-from eval.report.literal import code_span
+from eval.report.literal import code_span, shown_date
 from eval.report.probes import PROBES_FILE, probe_groups, probe_section
 from eval.report.publish import finite
 from eval.sinks import read_sinks
 from eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 BOOTSTRAP_BLOCK = 1_000_000
 """Resampled values drawn at once (8 MB of indexes): what the bootstrap holds, however many records there are."""
 
@@ -214,8 +212,7 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
 def _by_day(records: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     days: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        day = str(record.get("time", ""))[:10]
-        days[day if _DAY.fullmatch(day) else "unknown"].append(record)  # a sink's time: only a date is shown
+        days[shown_date(str(record.get("time", ""))) or "unknown"].append(record)  # a sink's time: only a date is shown
     return sorted(days.items())
 
 
