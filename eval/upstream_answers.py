@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -65,17 +65,16 @@ async def read_json_object(
 
 async def _inflated_body(response: httpx.Response) -> bytes:
     encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
-    layers = [e for e in reversed(encodings) if e != "identity"]
-    if any(e not in _WINDOW_BITS for e in layers):
+    layers = [e for e in encodings if e != "identity"]
+    # One layer at most, as the proxy's own reader takes (proxy/upstream/bodies.py): a server compresses once, and
+    # layers stacked one over the other (`gzip, gzip`) are how a few hundred bytes inflate to gigabytes.
+    if len(layers) > 1 or any(e not in _WINDOW_BITS for e in layers):
         raise UnreadAnswer(f"content-encoding {', '.join(encodings)!r}, not read", answered=True)
-    inflaters = [zlib.decompressobj(_WINDOW_BITS[e]) for e in layers]
+    inflater = zlib.decompressobj(_WINDOW_BITS[layers[0]]) if layers else None
     body = bytearray()
     async for raw in response.aiter_raw():
-        pieces: Iterator[bytes] = iter((raw,))
-        for inflater in inflaters:
-            pieces = _inflating(pieces, inflater)
         try:
-            for piece in pieces:
+            for piece in _inflating(raw, inflater):
                 body += piece
                 if len(body) > LARGEST_ANSWER:
                     raise UnreadAnswer(f"over {LARGEST_ANSWER >> 20} MiB", answered=True)
@@ -84,14 +83,16 @@ async def _inflated_body(response: httpx.Response) -> bytes:
     return bytes(body)
 
 
-def _inflating(pieces: Iterable[bytes], inflater: Any) -> Iterator[bytes]:
-    """What `pieces` inflate to, at most _INFLATED_STEP bytes at a time, as the consumer asks for them."""
-    for piece in pieces:
-        data = piece
-        while True:
-            out = inflater.decompress(data, _INFLATED_STEP)
-            if out:
-                yield out
-            data = inflater.unconsumed_tail
-            if not data and len(out) < _INFLATED_STEP:
-                break
+def _inflating(raw: bytes, inflater: Any) -> Iterator[bytes]:
+    """What `raw` inflates to, at most _INFLATED_STEP bytes at a time, as the consumer asks for them."""
+    if inflater is None:
+        yield raw
+        return
+    data = raw
+    while True:
+        out = inflater.decompress(data, _INFLATED_STEP)
+        if out:
+            yield out
+        data = inflater.unconsumed_tail
+        if not data and len(out) < _INFLATED_STEP:
+            break
