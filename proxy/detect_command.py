@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from proxy.app import unproven_fallback_step
 from proxy.edge.intake import check_chat_body, parse_json_object
 from proxy.errors import ProxyError
+from proxy.remote_rankers import build_rankers
 from proxy.settings import Settings, SettingsError
 from strategies import (
     ChatRequest,
@@ -98,9 +100,6 @@ async def _preview(
         SettingsError: `unproven_fallback` names no step that adds beside an unmovable context.
         ValueError: the configured rankers are invalid.
     """
-    # Imported here: the serving path's modules, of no use to plain `detect`.
-    from proxy.app import unproven_fallback_step
-    from proxy.remote_rankers import build_rankers
 
     registry = build_registry()
     rankers = build_rankers(settings.rankers, published_rankers(), settings.default_ranker)

@@ -105,9 +105,10 @@ class ChatRequest:
     """What detection found, as the `X-Context-Format` response header says it: the format (`paragraphs;
     region=fence`), or `none: <reason>` (`no-context-region`, `single-document`, `no-question` ...)."""
     unmovable: ChatRequest | None = None
-    """Where detection declined a context whose units blank lines alone separate (`none: ambiguous-chunks`):
-    those units, read as paragraphs, for a step that only adds text beside them and never moves one (`focus`).
-    No step may move or drop them: a unit may be half of a chunk."""
+    """Where detection read a context whose boundaries are a guess (`none: ambiguous-chunks`: units that blank lines
+    alone separate, read as paragraphs; `none: unproven-boundaries`: marked-up chunks told apart by a mark they may
+    hold themselves): those units, for a step that only adds text beside them and never moves one (`focus`,
+    `excerpt`). No step may move or drop them: a unit may be half of a chunk, or two."""
     written: tuple[Document, ...] = ()
     """The documents a step wrote into `body` as text (`repeat` doubles the rendered turn), in the order written: no
     later step may move them, but the response still says where they went."""
