@@ -76,7 +76,8 @@ class Excerpt(Transform):
         if not target.question:
             context.note("skipped=no-question")
             return request
-        place = _place(target)
+        # Finding the question's place reads the text after the documents, which the client sizes: off the loop.
+        place = await anyio.to_thread.run_sync(_place, target)
         if place is None:
             context.note("skipped=format")  # the question's message holds no text to put the block beside
             return request

@@ -26,6 +26,8 @@ from strategies.spans import NUMBERED_MARKER, DocumentFormat
 QUOTED_WORDS = 12
 """Opening words quoted where a document has no label: enough to find it, few enough to add a line, not a copy."""
 MAX_QUOTE_CHARS = 120
+_READ_CHARS = 8 * MAX_QUOTE_CHARS
+"""Characters of a title or a document read for the label: enough for its quoted part after runs of spaces close."""
 _MARKER_END = re.compile(r"[\]\)]")
 # A marker as the proxy repeats it in its own sentence: a word or two and a number (`Document 6`, `[3]`, `Source 2`,
 # `Retrieved chunk 1`); any other text before a document's number is the document's, and is not repeated unquoted.
@@ -85,10 +87,11 @@ def _label(document: Document, fmt: DocumentFormat, number: int | None) -> str:
         numbered = NUMBERED_MARKER.match(document.raw)
         if numbered is not None and _PLAIN_MARKER.fullmatch(numbered.group("marker").strip()):
             return numbered.group("marker").strip()
-    title = _plain(document.title or "")
+    # Only what can be shown is read: a title or a document of megabytes costs what a short one does.
+    title = _plain((document.title or "")[:_READ_CHARS])
     if title:
         return f'the one titled "{title[:MAX_QUOTE_CHARS]}"'
-    words = document.text.split(maxsplit=QUOTED_WORDS)
+    words = document.text[:_READ_CHARS].split(maxsplit=QUOTED_WORDS)
     opening = _plain(" ".join(words[:QUOTED_WORDS]))[:MAX_QUOTE_CHARS]
     more = "..." if len(words) > QUOTED_WORDS or len(opening) == MAX_QUOTE_CHARS else ""
     return f'the one that begins "{opening}{more}"'
