@@ -28,7 +28,7 @@ import itertools
 import re
 from collections.abc import Iterator
 
-from strategies.detection.markdown import enclosed_ranges
+from strategies.detection.markdown import Enclosed, enclosed_ranges
 from strategies.spans import BLANK_LINE, DocumentSpan
 
 # A line of one rule character, three or more (or `* * *` with spaces), alone on its line.
@@ -79,12 +79,20 @@ def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
             lines in a row, separator lines and opening lines that disagree), or a region of several blank-line
             paragraphs and no stronger mark.
     """
-    found = [f for f in (split(text, start, end) for split in _SPLITS) if f is not None]
+    # What the readings share, read once: the fences and front matter, and the separator lines outside them.
+    enclosed = enclosed_ranges(text, start, end)
+    rules = _rule_lines(text, start, end, enclosed)
+    readings = (
+        _by_separator_lines(text, start, end, rules),
+        _by_blank_runs(text, start, end, rules),
+        _by_opening_lines(text, start, end),
+    )  # from the coarsest mark to the finest; where two find chunks, they must agree
+    found = [f for f in readings if f is not None]
     if found:
         if any([s.start for s in other] != [s.start for s in found[0]] for other in found[1:]):
             # `---` lines in one place and `Source:` lines in another: one of them is inside a chunk.
             raise AmbiguousChunks("two kinds of mark that disagree on where chunks start")
-        markup = _markup(text, start, end, found[0])
+        markup = _markup(text, start, end, found[0], enclosed)
         if markup is not None:
             raise UnprovenChunks(markup, found[0])
         return found[0]
@@ -93,11 +101,11 @@ def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
     return None
 
 
-def _markup(text: str, start: int, end: int, chunks: list[DocumentSpan]) -> str | None:
+def _markup(text: str, start: int, end: int, chunks: list[DocumentSpan], enclosed: Enclosed) -> str | None:
     """What in the region shows marked-up source, whose pages hold their own rules, blank-line runs and headings;
     None for plain prose. Separator lines that the reading cut at must all stand alike (a blank line on the same
     sides): a `---` under a line of text is a Markdown title's underline, not the join `\n\n---\n\n`."""
-    if enclosed_ranges(text, start, end):
+    if enclosed:
         return "a code fence or front matter"
     for pattern, what in _MARKUP:
         if pattern.search(text, start, end) is not None:
@@ -131,12 +139,11 @@ def _rule_text(separator: str) -> str:
     return "".join(separator.split())
 
 
-def _rule_lines(text: str, start: int, end: int) -> list[re.Match[str]]:
+def _rule_lines(text: str, start: int, end: int, enclosed: Enclosed) -> list[re.Match[str]]:
     """The separator lines of `text[start:end]`, less the underlines of titles: a rule exactly as long as the
     line just above it is a heading's underline (reStructuredText and Markdown write `Title\n=====`), unless the
     same rule also stands where it underlines nothing (a join `---` after a chunk whose last line is `Yes`)."""
     lines = list(_SEPARATOR_LINE.finditer(text, start, end))
-    enclosed = enclosed_ranges(text, start, end) if lines else None
     if enclosed:
         # A `---` inside a code fence or front matter is the chunk's own text, whatever else the region holds.
         lines = [m for m in lines if not enclosed.covers(m.start())]
@@ -154,8 +161,7 @@ def underlines(text: str, start: int, rule: re.Match[str]) -> bool:
     return len(above) == len(rule.group(0).strip()) and any(c.isalnum() for c in above)
 
 
-def _by_separator_lines(text: str, start: int, end: int) -> list[DocumentSpan] | None:
-    lines = _rule_lines(text, start, end)
+def _by_separator_lines(text: str, start: int, end: int, lines: list[re.Match[str]]) -> list[DocumentSpan] | None:
     if not lines:
         return None
     if len({_rule(m) for m in lines}) > 1:
@@ -175,9 +181,9 @@ def _rule(match: re.Match[str]) -> str:
     return "".join(match.group("rule").split())
 
 
-def _by_blank_runs(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+def _by_blank_runs(text: str, start: int, end: int, rules: list[re.Match[str]]) -> list[DocumentSpan] | None:
     runs = [(m.start(), m.end()) for m in _BLANK_RUN.finditer(text, start, end)]
-    if not runs or _rule_lines(text, start, end):
+    if not runs or rules:
         # Blank runs around separator lines ("\n\n\n---\n\n\n") are the separators' margins: they decide.
         return None
     pieces = _between(text, start, end, runs)
@@ -252,7 +258,3 @@ def _between(text: str, start: int, end: int, cuts: list[tuple[int, int]]) -> li
     if any(p is None for p in inner):
         return None
     return [p for p in pieces if p is not None]
-
-
-_SPLITS = (_by_separator_lines, _by_blank_runs, _by_opening_lines)
-"""From the coarsest mark to the finest; where two find chunks, they must agree."""
