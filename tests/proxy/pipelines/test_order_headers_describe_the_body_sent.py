@@ -34,6 +34,9 @@ PIPELINES = [
     "filter; ranker=lexical; top=2, recite",
     "reorder; ranker=lexical; order=descending, fact",
     "reorder; ranker=lexical, chain",
+    "reorder; ranker=lexical, excerpt; ranker=lexical",
+    "filter; ranker=lexical; top=2, excerpt; ranker=lexical",
+    "excerpt; ranker=lexical, repeat",
 ]
 
 

@@ -66,6 +66,9 @@ def test_the_operators_fallback_adds_beside_the_context_and_moves_nothing(
     context, _, _ = original.partition("\n\nQuestion:")
     assert content.startswith(context)
     assert len(content) > len(original)
+    # Nothing moved or dropped: the order headers, which speak of documents the request proves, say nothing.
+    assert "x-context-order" not in response.headers
+    assert "x-context-dropped" not in response.headers
     assert "Gamma rays come from stars." in content[len(context) :]
 
 
