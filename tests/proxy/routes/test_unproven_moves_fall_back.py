@@ -129,3 +129,16 @@ def test_a_failed_request_names_the_fallback_that_rewrote_its_body(make_client: 
     assert response.status_code == 502
     assert response.headers["x-context-strategy"].startswith("reorder; ranker=lexical -> focus: unproven-boundaries")
     assert "The most relevant document for the question is" in sent(fake)["messages"][0]["content"]
+
+
+def test_a_declined_move_sends_the_clients_bytes_as_they_came(client: Any, fake: FakeUpstream) -> None:
+    # Odd spacing and escapes that a re-serialisation would change: the upstream must get these very bytes.
+    body = chat(prompt(MARKED_UP, "\n\n---\n\n") + " \u00e9")
+    raw = json.dumps(body, indent=3, ensure_ascii=True).encode()
+    response = client.post(
+        "/v1/chat/completions",
+        content=raw,
+        headers={"x-context-strategy": "reorder; ranker=lexical", "content-type": "application/json"},
+    )
+    assert response.headers["x-context-strategy"] == "reorder; ranker=lexical -> none: unproven-boundaries"
+    assert fake.requests[-1].content == raw
