@@ -38,6 +38,7 @@ SELECTIONS = [
     "medoid; k=3; seed=1",
     "reorder, query-aware, medoid; k=3",
     "focus",
+    "excerpt",
     "repeat",
 ]
 
@@ -100,3 +101,15 @@ def test_repeat_doubles_the_prompt_the_model_reads(sdk: openai.OpenAI) -> None:
     added = int(raw.headers["x-context-strategy"].rsplit("tokens=+", 1)[1])
     model_added = twice.usage.prompt_tokens - once.usage.prompt_tokens
     assert 0.5 * model_added <= added <= 2 * model_added
+
+
+def test_a_move_on_marked_up_chunks_moves_nothing_and_the_model_answers(sdk: openai.OpenAI) -> None:
+    chunks = ["## Zorvath\n\nThe capital of the kingdom of Zorvath is Quellmar.", *(f for _, f in FACTS[1:4])]
+    prompt = "Use the following pieces of retrieved context to answer the question.\n\n" + "\n\n---\n\n".join(chunks)
+    messages: Any = [{"role": "system", "content": prompt}, {"role": "user", "content": "What is Zorvath's capital?"}]
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="smollm2", messages=messages, max_tokens=24, extra_headers={"X-Context-Strategy": "reorder"}
+    )
+    assert raw.headers["x-context-strategy"] == "reorder -> none: unproven-boundaries"
+    assert raw.headers["x-context-format"] == "none: unproven-boundaries"
+    assert raw.parse().choices[0].message.content is not None
