@@ -61,7 +61,7 @@ def detect_command(
               file=sys.stderr)  # fmt: skip
         return 2
     declared = tuple(f.declared() for f in settings.document_formats)
-    limits = DocumentLimits(settings.max_documents, settings.max_document_bytes)
+    limits = DocumentLimits(settings.max_documents, settings.max_document_bytes, settings.max_scanned_chars)
     try:
         body = parse_json_object(raw)
         check_chat_body(body)

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from proxy.remote_rankers import RankerSetting
 from strategies import SHAPES, DeclaredFormat
+from strategies.detection.limits import DEFAULT_MAX_SCANNED_CHARS
 
 ENV_PREFIX = "CONTEXTLIFT_"
 
@@ -183,6 +184,14 @@ class Settings(BaseSettings):
         8 * 1024 * 1024,
         ge=1024,
         description="Most bytes of document text one request may carry to a strategy; more get 413.",
+    )
+    max_scanned_chars: int = Field(
+        DEFAULT_MAX_SCANNED_CHARS,
+        ge=1024,
+        description="Longest text of one message (or content part) that document detection reads; a longer one goes "
+        "upstream as it came (X-Context-Format `none: over-limit`). The default, 2 MiB, is about 500,000 tokens: "
+        "a search over a longer text holds the interpreter's lock long enough to stall every other request, "
+        "`/healthz` included (a 5 MB context: 2.0-2.6 s). Raise it for a model that reads more, at that cost.",
     )
     header_read_timeout: float = Field(
         10.0,

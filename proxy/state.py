@@ -69,7 +69,9 @@ class ProxyState:
     def __post_init__(self) -> None:
         self.request_log = RequestLog(on_complete=self._completed)
         self.declared_formats = tuple(f.declared() for f in self.settings.document_formats)
-        self.document_limits = DocumentLimits(self.settings.max_documents, self.settings.max_document_bytes)
+        self.document_limits = DocumentLimits(
+            self.settings.max_documents, self.settings.max_document_bytes, self.settings.max_scanned_chars
+        )
 
     def _completed(self, record: RequestRecord, seconds: float) -> None:
         self.metrics.observe_request(record, seconds)

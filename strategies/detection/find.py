@@ -257,6 +257,9 @@ class _Search:
         return self._request(block, documents, question, DocumentFormat.PARTS.value)
 
     def _in_text(self, text: str, index: int, part_index: int | None) -> ChatRequest | None:
+        if self.limits is not None and len(text) > self.limits.max_scanned_chars:
+            self.reasons.add("over-limit")  # left as it came: the scan would stall the process (DocumentLimits)
+            return None
         role = self.messages[index].get("role")
         for candidate in self._candidates(text, role):
             if candidate.format in _INFERRED and self.most is not None and len(candidate.spans) >= self.most:

@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+DEFAULT_MAX_SCANNED_CHARS = 2 * 1024 * 1024
+"""About 500,000 tokens of English, past what nearly every model reads. A 5 MB context of blank-line runs held the
+lock 2.0 to 2.6 s in one search; the scans of a 2 MiB text hold it about 0.35 s each."""
+
 
 class DocumentLimitError(ValueError):
     """A request carries more documents, or more bytes of documents, than its `DocumentLimits` allow."""
@@ -23,6 +27,10 @@ class DocumentLimits:
     """Most documents, whether detected in the messages or given in the `documents` body field."""
     max_document_bytes: int
     """Most UTF-8 bytes of the documents as the request wrote them (text and title for the `documents` field)."""
+    max_scanned_chars: int = DEFAULT_MAX_SCANNED_CHARS
+    """Longest text of one message (or content part) that detection reads; a longer one is left as it came
+    (`none: over-limit`). Each scanner is linear, but one regular-expression search holds the interpreter's lock for
+    its whole run, so a search over megabytes stalls every other request of the process, `/healthz` included."""
 
     def check_count(self, count: int) -> None:
         """Raises `DocumentLimitError` when `count` documents are too many."""

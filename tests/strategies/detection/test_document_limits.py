@@ -86,10 +86,11 @@ def test_a_million_documents_are_refused_before_any_is_built() -> None:
 def test_detection_stops_scanning_one_document_past_the_limit() -> None:
     # 200,000 elements in the prompt; the scan builds no more than the limit's worth of them before refusing.
     request_body = body("<doc>x</doc>" * 200_000)
+    limits = DocumentLimits(max_documents=10, max_document_bytes=8 << 20, max_scanned_chars=8 << 20)
     tracemalloc.start()
     try:
         with pytest.raises(DocumentLimitError):
-            parse_request(request_body, limits=DocumentLimits(max_documents=10, max_document_bytes=8 << 20))
+            parse_request(request_body, limits=limits)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -108,3 +109,23 @@ def test_limits_are_a_frozen_value() -> None:
     assert limits == DocumentLimits(max_documents=2_000, max_document_bytes=8 << 20)
     with pytest.raises(AttributeError):
         limits.max_documents = 1  # type: ignore[misc]
+
+
+def test_a_text_past_the_scanned_length_goes_as_it_came_without_a_scan() -> None:
+    # Issue 50, item 1: a 5 MB context of blank-line runs, whose scan held the interpreter's lock 2.0-2.6 s.
+    request_body = body("Context:\n" + "a\n\n\n" * 1_250_000 + "Question: q?")
+    with cpu_clock() as elapsed:
+        request = parse_request(request_body, limits=DocumentLimits(2_000, 8 << 20))
+    assert elapsed() < 0.1
+    assert request.detection == "none: over-limit"
+    assert request.documents == ()
+    assert request.render() == request_body
+
+
+def test_a_text_at_the_scanned_length_is_read() -> None:
+    context = "\n\n---\n\n".join(["Alpha grows in spring.", "Beta is a river.", "Gamma rays come from stars."])
+    text = f"Context:\n{context}\n\nQuestion: where do gamma rays come from?"
+    request = parse_request(body(text), limits=DocumentLimits(2_000, 8 << 20, max_scanned_chars=len(text)))
+    assert len(request.documents) == 3
+    over = parse_request(body(text), limits=DocumentLimits(2_000, 8 << 20, max_scanned_chars=len(text) - 1))
+    assert over.detection == "none: over-limit"
