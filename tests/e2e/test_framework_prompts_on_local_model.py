@@ -49,5 +49,6 @@ def test_langchains_default_join_goes_to_the_real_model_as_it_came(sdk: openai.O
     )
     assert raw.headers["x-context-format"] == "none: ambiguous-chunks"
     assert raw.headers["x-context-documents"] == "0"
-    assert raw.headers["x-context-strategy"] == "none"
+    # The move is declined and says why (the operator's unproven_fallback is none by default).
+    assert raw.headers["x-context-strategy"] == "reorder -> none: ambiguous-chunks"
     assert raw.parse().choices[0].message.content is not None
