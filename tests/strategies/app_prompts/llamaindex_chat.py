@@ -7,6 +7,7 @@ OpenAI's shape by `llama_index.llms.openai.utils.to_openai_message_dicts`, as `O
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
@@ -81,7 +82,16 @@ def _run(engine_name: str, chunks: Sequence[Chunk], question: str) -> tuple[dict
         ChatMessage(role="user", content=EARLIER_QUESTION),
         ChatMessage(role="assistant", content=EARLIER_ANSWER),
     ]
-    engine.chat(question, chat_history=history)
+    # The sync `chat` runs its async steps with `asyncio.get_event_loop()`, which makes a loop for the thread and
+    # leaves it open: it gets one of ours, closed after. (Left open, the loop was freed by the collector many tests
+    # later, and its ResourceWarning failed whichever test collected it.)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        engine.chat(question, chat_history=history)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
     messages = to_openai_message_dicts(recorded[-1], model=MODEL)
     units = tuple(n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes)
     return {"model": MODEL, "messages": messages, "stream": False}, units
