@@ -5,6 +5,11 @@ strategies the registry loads from the `contextlift.strategies` entry points (ro
 say, parameters), the error tree of `proxy.errors` and the metrics a fresh `ProxyMetrics` registers.
 `tests/test_docs.py` checks each page names every one of them. The only hand-written text here stands in for what
 the code does not say yet (`SUMMARY_CORRECTIONS`, `ERROR_WHEN`); a test flags an entry the code has overtaken.
+
+The pages are also committed under docs/reference/, so that links to them resolve where the repository is read
+without a build (the code host). The build never reads those copies: it writes each page afresh from the code.
+`.venv/bin/python docs/hooks/reference.py` rewrites them, and tests/docs/test_reference_pages_are_current.py fails
+when a committed page is not what the code gives.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import inspect
 import re
 from collections.abc import Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,16 +32,39 @@ PAGES = {
     "reference/errors.md": "errors_page",
     "reference/metrics.md": "metrics_page",
 }
-GENERATED_NOTE = "*Generated from the code at build time (`docs/hooks/reference.py`); edit the code, not this page.*"
+GENERATED_NOTE = (
+    "*Generated from the code by `docs/hooks/reference.py` at every build of the site; "
+    "`.venv/bin/python docs/hooks/reference.py` rewrites the committed copy. Edit the code, not this page.*"
+)
 
 
 def on_files(files: Any, config: Any) -> Any:
-    """Add the generated reference pages to the build."""
+    """Add the generated reference pages to the build, in place of the committed copies."""
     from mkdocs.structure.files import File
 
-    for path, builder in PAGES.items():
-        files.append(File.generated(config, path, content=globals()[builder]()))
+    for path, content in pages().items():
+        committed = files.get_file_from_path(path)
+        if committed is not None:
+            files.remove(committed)
+        files.append(File.generated(config, path, content=content))
     return files
+
+
+def pages() -> dict[str, str]:
+    """Each reference page, by its path under docs/, as the code gives it now (the text a committed copy holds)."""
+    return {path: globals()[builder]().rstrip("\n") + "\n" for path, builder in PAGES.items()}
+
+
+def write_pages(docs: Path) -> list[str]:
+    """Write the committed copies under `docs`; returns the paths whose text changed."""
+    changed = []
+    for path, content in pages().items():
+        target = docs / path
+        if not target.is_file() or target.read_text(encoding="utf-8") != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+            changed.append(path)
+    return changed
 
 
 def _cell(text: object) -> str:
@@ -409,3 +438,8 @@ def metrics_page() -> str:
         label_text = ", ".join(_code(label) for label in label_names)
         lines.append(f"| `{name}` | {kind} | {label_text} | {_cell(documentation)} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    rewritten = write_pages(Path(__file__).resolve().parents[1])
+    print("\n".join(f"rewrote docs/{path}" for path in rewritten) or "docs/reference/ is current")
