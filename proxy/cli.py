@@ -40,7 +40,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contextlift", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the proxy (in front of the embedded model unless --upstream)")
+    serve = commands.add_parser(
+        "serve",
+        help="run the proxy (in front of the embedded model unless --upstream)",
+        description="Run the proxy: in front of --upstream, else in front of the embedded SmolLM2 model.",
+        epilog="--host, --port and --upstream set three of its settings. Every setting is an environment variable "
+        "CONTEXTLIFT_<NAME> (the traces' exporter reads the standard OTEL_* ones) and a key of the --config file; "
+        "flags override variables, which override the file. Each CONTEXTLIFT_* setting, with its default and "
+        "meaning, is described in the repository's docs/reference/settings.md (how settings are given: "
+        "docs/configuration.md).",
+    )
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080)")
     serve.add_argument("--upstream", dest="upstream_url", help="OpenAI-compatible base URL, e.g. http://vllm:8000/v1")
