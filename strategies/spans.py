@@ -42,6 +42,8 @@ class DocumentFormat(StrEnum):
     """A tool message holding a JSON list of results, each a string or an object with a text field."""
     DECLARED = "declared"
     """A template the operator declared in settings."""
+    APP = "app"
+    """Labelled units between the fixed sentences of a popular RAG app's own template (`strategies.detection.apps`)."""
 
 
 @dataclass(frozen=True, slots=True)

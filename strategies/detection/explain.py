@@ -31,6 +31,12 @@ HINTS = {
         "(X-Context-Strategy: reorder; format=separated); else wrap each chunk in <doc>...</doc>, number them "
         '("[1] ...", "Source 1:"), or declare the template in document_formats.'
     ),
+    "none: unproven-template": (
+        "the request is written in a RAG app's own template, and what lies between its sentences is not the units "
+        "that template writes ({why}): a chunk that holds the app's label line could be cut in two, so nothing is "
+        "moved. The template's sentences must each occur once, and each unit open with the app's label, numbered "
+        "as the app numbers them; if the template was changed, declare it in document_formats."
+    ),
 }
 """What a person can do about a reason detection gave, printed by `contextlift detect`; `{why}` is what in the
 request made the reading a guess."""
@@ -71,7 +77,12 @@ def _hint(request: ChatRequest) -> str | None:
     hint = HINTS.get(request.detection)
     if hint is None:
         return None
-    why = request.unmovable.notes[0] if request.unmovable is not None and request.unmovable.notes else "marked-up text"
+    if request.notes:
+        why = request.notes[0]
+    elif request.unmovable is not None and request.unmovable.notes:
+        why = request.unmovable.notes[0]
+    else:
+        why = "marked-up text"
     return hint.replace("{why}", why)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from strategies.detection.apps import APP_TEMPLATES, TemplateMismatch
 from strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
 from strategies.detection.declared import DeclaredFormat, declared_for
 from strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
@@ -58,6 +59,7 @@ _REASON_RANK = (
     "ambiguous",
     "ambiguous-chunks",
     "unproven-boundaries",
+    "unproven-template",
     "non-text-parts",
     "over-limit",
 )
@@ -74,6 +76,8 @@ class _Candidate:
     label: str
     why: tuple[str, ...] = ()
     """What made the reading a guess (`a Markdown heading`), for `contextlift detect`."""
+    asked: str = ""
+    """The question where the reading's template puts it (an app's template), found before any other."""
     unproven: str | None = None
     """Why the reading's boundaries are a guess (`ambiguous-chunks`: blank-line paragraphs, where a chunk's own
     break cannot be told from a join; `unproven-boundaries`: separators that marked-up chunks hold too): judged
@@ -131,7 +135,11 @@ def parse_request(
     if found is not None:
         return found
     return ChatRequest(
-        body=body, question=last_user_text(messages), detection=reasons.text(), unmovable=search.unmovable
+        body=body,
+        question=last_user_text(messages),
+        detection=reasons.text(),
+        unmovable=search.unmovable,
+        notes=(search.mismatch,) if search.mismatch else (),
     )
 
 
@@ -155,6 +163,8 @@ class _Search:
         self.last_user = _last_user_index(self.messages)
         self.unmovable: ChatRequest | None = None
         """The first context declined as `ambiguous-chunks` that would otherwise have been read."""
+        self.mismatch = ""
+        """Why the first app template whose sentences were found did not prove its units."""
 
     def latest_user_text(self, index: int, *, before: bool = False) -> str:
         """The latest user turn after message `index` (what is asked now); with `before`, the latest anywhere
@@ -303,6 +313,8 @@ class _Search:
                 yield _Candidate(DocumentFormat.DECLARED, spans, f"declared:{declared.name}")
         if self.shape is not None and self.shape not in SHAPES:
             return
+        if self._allows(DocumentFormat.APP):
+            yield from self._app_candidates(text)
         # Read once: the scanners' units are judged against it, and it is a candidate of its own.
         region = find_region(text)
         for fmt, scan in SCANNERS:
@@ -325,6 +337,18 @@ class _Search:
             items = list(itertools.islice(scan_embedded_json_list(text), self.most))
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, f"{DocumentFormat.JSON_LIST.value}; embedded")
+
+    def _app_candidates(self, text: str) -> Iterator[_Candidate]:
+        for template in APP_TEMPLATES:
+            try:
+                spans = template.scan(text)
+            except TemplateMismatch as mismatch:
+                self.reasons.add("unproven-template")
+                self.mismatch = self.mismatch or f"{template.name}'s template, {mismatch}"
+                continue
+            if spans:
+                label = f"{DocumentFormat.APP.value}; template={template.name}"
+                yield _Candidate(DocumentFormat.APP, spans, label, asked=template.asked(text))
 
     def _numbered_candidates(self, text: str, role: Any, region: Region | None) -> Iterator[_Candidate]:
         instructions = role in ("system", "developer")
@@ -401,7 +425,7 @@ class _Search:
         # Spans cut at the limit leave later documents in the tail: only a cue line there is a question.
         truncated = self.most is not None and len(spans) >= self.most
         later = self.latest_user_text(index, before=role == "tool")
-        question = find_question(block.head, block.tail, later, bare=not truncated)
+        question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question")

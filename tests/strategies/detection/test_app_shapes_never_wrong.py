@@ -20,6 +20,7 @@ KNOWN_WRONG: dict[str, str] = {}
 INTACT = frozenset({
     "open-webui-user", "open-webui-system", "open-webui-one-file", "open-webui-follow-up", "open-webui-0.5",
     "anythingllm", "anythingllm-follow-up", "onyx", "llamaindex-context-chat", "llamaindex-condense-plus-context",
+    "ragflow", "ragflow-follow-up", "quivr", "khoj", "r2r", "kotaemon", "verba", "qanything",
 })  # fmt: skip
 """Shapes whose documents the request proves, and a move keeps whole; the others are declined with a reason."""
 

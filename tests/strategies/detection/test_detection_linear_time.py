@@ -74,6 +74,24 @@ HOSTILE_PROMPTS = {
     "question-instructions-without-colon": megabyte(f"Based on {'a' * 100}, answer the question {'b' * 150}\n"),
     "question-instructions-long-prefix": megabyte("using " + "a, " * 2000 + "\n", head="Context:\nx\n\n"),
     "question-lines": megabyte("question" + " " * 30 + "\n"),
+    # The app templates (strategies.detection.apps): label lines and near-labels between the template's sentences.
+    "app-ragflow-tree-lines": megabyte("├── x\n", head="Here is the knowledge base:\n------\nID: 0\n"),
+    "app-ragflow-nodes": "Here is the knowledge base:\n------\n"
+    + "\n\n------\n\n\n".join(f"ID: {i}\n└── Content:\nx" for i in range(40_000))
+    + "\nThe above is the knowledge base.",
+    "app-quivr-labels": megabyte(
+        "Filename: f\nSource: 0 \n x\n\n", head="- You have access to the following context to complete the task: "
+    ),
+    "app-kotaemon-units": megabyte(
+        "<br><b>Content from f: </b> x \n<br>", head="don't try to make up an answer. Give answer in English.\n\n"
+    ),
+    "app-kotaemon-titles": megabyte(
+        ": ", head="don't try to make up an answer. Give answer in x.\n\n<br><b>Content from "
+    ),
+    "app-khoj-items": megabyte("- query: q\n  compiled: x\n", head="User's Notes:\n-----\n"),
+    "app-verba-titles": "Answer this query: 'q' with this provided context: "
+    + "\n\n\n".join(f"Document Title: {i}\nChunk: 1\nx" for i in range(40_000)),
+    "app-qanything-references": megabyte("<reference>[1]\nx\n</reference>\n", head="\n<DOCUMENTS>\n"),
 }
 
 
