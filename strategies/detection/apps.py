@@ -6,8 +6,8 @@ template proves where each chunk begins and ends, although no general format say
 context (each must occur exactly once, where the template puts it), and inside it every unit opens with the app's
 label, is written the way the app writes one, and the labels run as the app numbers them (0, 1, 2 ... or 1, 2, 3
 ...; distinct where they are ids, not positions). A template the user changed, a label out of order, a chunk that
-holds the app's own join or label line where the app would not write one: the reading fails, and the request is read
-as any other (most often: nothing moves).
+holds the app's own join or label line where the app would not write one: the reading fails, and nothing else in
+that text is read as units either (what would read so sits in the app's chunks): `none: unproven-template`.
 
 Each entry cites the template it was read from, as `tests/strategies/app_prompts/` builds the same apps' requests;
 numbers are never rewritten when a unit moves (the apps map `[ID:n]`-style citations back to them).

@@ -18,7 +18,7 @@ as it came, and `ChatRequest.detection` says why (`none: no-context-region`, `si
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -313,8 +313,9 @@ class _Search:
                 yield _Candidate(DocumentFormat.DECLARED, spans, f"declared:{declared.name}")
         if self.shape is not None and self.shape not in SHAPES:
             return
-        if self._allows(DocumentFormat.APP):
-            yield from self._app_candidates(text)
+        if self._allows(DocumentFormat.APP) and (yield from self._app_candidates(text)):
+            # An app's template whose units are not proven: whatever else reads as units there sits in its chunks.
+            return
         # Read once: the scanners' units are judged against it, and it is a candidate of its own.
         region = find_region(text)
         for fmt, scan in SCANNERS:
@@ -338,17 +339,22 @@ class _Search:
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, f"{DocumentFormat.JSON_LIST.value}; embedded")
 
-    def _app_candidates(self, text: str) -> Iterator[_Candidate]:
+    def _app_candidates(self, text: str) -> Generator[_Candidate, None, bool]:
+        """The readings of the app templates whose sentences `text` holds; returns whether one of them did not prove
+        its units."""
+        mismatched = False
         for template in APP_TEMPLATES:
             try:
                 spans = template.scan(text)
             except TemplateMismatch as mismatch:
                 self.reasons.add("unproven-template")
                 self.mismatch = self.mismatch or f"{template.name}'s template, {mismatch}"
+                mismatched = True
                 continue
             if spans:
                 label = f"{DocumentFormat.APP.value}; template={template.name}"
                 yield _Candidate(DocumentFormat.APP, spans, label, asked=template.asked(text))
+        return mismatched
 
     def _numbered_candidates(self, text: str, role: Any, region: Region | None) -> Iterator[_Candidate]:
         instructions = role in ("system", "developer")

@@ -110,3 +110,79 @@ titles_with_line_breaks = st.one_of(
 def test_titles_holding_line_breaks_round_trip(docs: list[tuple[str | None, str]], head: str, tail: str) -> None:
     # Line breaks other than "\n" can sit inside a detected title; a document nobody moved is sent as written.
     roundtrip({"model": "m", "messages": [{"role": "user", "content": litm(docs, head, tail)}]})
+
+
+MARKDOWN = [
+    "```yaml\n---\nmodel: gpt-4\n---\n```",
+    "---\ntitle: Front matter\ntags: [a, b]\n---\n\n# The page",
+    "Setext title\n---",
+    "A reStructuredText title\n=========",
+    "A paragraph.\n\n---\n\nAnother, after the chunk's own rule.",
+    "<doc>a quoted document</doc>\n<doc>and another</doc>",
+    "Document [1](Title: inner) a line\nDocument [2](Title: inner) another",
+    "| a | b |\n|---|---|\n| 1 | 2 |",
+    "> quoted\n>\n> ---",
+    "ID: 3\n└── Content:\nquoted node",
+    "- query: a YAML line\n  compiled: x",
+    "Filename: quoted.md\nSource: 9 \n a quoted source",
+]
+"""What real chunks of documentation hold (`tests/strategies/detection/test_marked_up_chunks_never_moved_apart.py`
+cuts them from real pages), including other formats' and the app templates' own labels."""
+marked_up = st.lists(
+    st.tuples(titles, st.builds(lambda a, b, c: f"{a}\n\n{b}\n\n{c}", line_text, st.sampled_from(MARKDOWN), line_text)),
+    min_size=2,
+    max_size=6,
+)
+
+
+def separated(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    return f"{head}\nContext:\n" + "\n\n---\n\n".join(x for _, x in docs) + f"\n\nQuestion: {tail}"
+
+
+def xml_titled(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    sources = "\n".join(f'<source id="{i}" name="{t or "f"}">{x}</source>' for i, (t, x) in enumerate(docs, 1))
+    return f"{head}\n<context>\n{sources}\n</context>\n{tail}"
+
+
+def ragflow(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    nodes = [f"\nID: {i}\n├── Title: {t or 'f'}\n└── Content:\n{x}" for i, (t, x) in enumerate(docs)]
+    knowledge = "\n------\n" + "\n\n------\n\n".join(nodes)
+    return f"{head}\n      Here is the knowledge base:\n      {knowledge}\n      The above is the knowledge base.{tail}"
+
+
+def quivr(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
+    written = "\n\n".join(f"Filename: {t or 'f'}\nSource: {i} \n {x}" for i, (t, x) in enumerate(docs))
+    return (
+        f"{head}\n- You have access to the following context to complete the task: {written}\n"
+        f"- Follow these user instruction when crafting the answer: None\nHuman: Original task: {tail}\n"
+    )
+
+
+MARKED_UP_BUILDERS = [separated, xml_titled, ragflow, quivr, question_below]
+
+
+@settings(max_examples=150, deadline=None)
+@given(builder=st.sampled_from(MARKED_UP_BUILDERS), docs=marked_up, head=any_text, tail=line_text)
+def test_chunks_that_hold_markdown_and_labels_round_trip(
+    builder: Any, docs: list[tuple[str | None, str]], head: str, tail: str
+) -> None:
+    roundtrip({"model": "m", "messages": [{"role": "user", "content": builder(docs, head, tail)}]})
+
+
+@settings(max_examples=150, deadline=None)
+@given(builder=st.sampled_from([xml_titled, ragflow, quivr]), docs=marked_up, tail=line_text)
+def test_labelled_chunks_that_hold_markdown_and_labels_move_whole_or_not_at_all(
+    builder: Any, docs: list[tuple[str | None, str]], tail: str
+) -> None:
+    docs = [(t, f"chunk {i}: {x}") for i, (t, x) in enumerate(docs)]  # each chunk told apart from the others
+    body = {"model": "m", "messages": [{"role": "user", "content": builder(docs, "Answer from the context.", tail)}]}
+    request = parse_request(body)
+    if not request.documents:
+        return
+    assert request.detection.split(";")[0] in ("xml", "app"), "units inside a chunk were read"
+    assert len(request.documents) == len(docs)
+    assert all(x.strip() in (d.raw or "") for d, (_, x) in zip(request.documents, docs, strict=True))
+    moved = request.with_documents(request.documents[::-1]).render()["messages"][0]["content"]
+    positions = [moved.find(x.strip()) for _, x in docs]
+    assert all(p >= 0 for p in positions)
+    assert positions == sorted(positions, reverse=True)
