@@ -15,9 +15,28 @@ from strategies.spans import DocumentFormat
 PREVIEW_CHARS = 120
 """Characters of each document shown in the text report; the JSON report carries offsets, not texts."""
 HINTS = {
+    "none: no-context-region": (
+        "no message holds documents in a format detection reads ({why}). To have documents read: send them in the "
+        'body\'s documents field, wrap each in <doc>...</doc>, number them ("[1] ...", "Source 1:"), put them '
+        'under a "Context:" line or in <context>...</context> with a separator line between chunks, or declare '
+        "the template in document_formats."
+    ),
+    "none: no-question": (
+        "documents were read, but no question outside them ({why}): with nothing to rank them by, nothing is "
+        'moved. Ask in a later user turn, or after the documents on a "Question: ..." line.'
+    ),
+    "none: single-document": (
+        "the context reads as one piece ({why}): there is nothing to reorder. If it holds several chunks, join them "
+        'with a separator line ("\\n\\n---\\n\\n") or wrap each in <doc>...</doc>.'
+    ),
+    "none: ambiguous": (
+        "labels or tags were found that, read further, prove no units ({why}): which of them are the documents is "
+        "a guess, so nothing is moved. Keep one set of labels for the documents (a chunk's own quoted tags or "
+        "numbered lines inside its text are fine once each chunk is wrapped), or name the shape with format=."
+    ),
     "none: ambiguous-chunks": (
-        "the context's units are separated by blank lines alone, and a retrieved chunk holds blank lines of its "
-        "own: no boundary can be trusted, so nothing is moved. To make it readable, join the chunks with a "
+        "the context's units are separated by blank lines alone ({why}), and a retrieved chunk holds blank lines of "
+        "its own: no boundary can be trusted, so nothing is moved. To make it readable, join the chunks with a "
         'separator line (e.g. "\\n\\n---\\n\\n"), open each with a line of its own ("Source: {source}"), wrap '
         'each in <doc>...</doc>, or, when each document is one paragraph, ask with "format=paragraphs" '
         "(X-Context-Strategy: reorder; format=paragraphs) or declare the template in document_formats "
@@ -36,6 +55,14 @@ HINTS = {
         "that template writes ({why}): a chunk that holds the app's label line could be cut in two, so nothing is "
         "moved. The template's sentences must each occur once, and each unit open with the app's label, numbered "
         "as the app numbers them; if the template was changed, declare it in document_formats."
+    ),
+    "none: non-text-parts": (
+        "the documents are a message's text parts, with an image or other part between them ({why}): moving the "
+        "text would part it from what it describes, so nothing is moved."
+    ),
+    "none: over-limit": (
+        "the request is past what the proxy reads ({why}): it goes upstream as it came. Raise max_scanned_chars, "
+        "max_documents or max_document_bytes if such requests are expected."
     ),
 }
 """What a person can do about a reason detection gave, printed by `contextlift detect`; `{why}` is what in the
@@ -73,6 +100,13 @@ def explain_detection(
     }
 
 
+_GENERIC_WHY = {
+    "none: no-context-region": "no tags, numbered labels, documents field or marked context region",
+    "none: unproven-boundaries": "marked-up text",
+    "none: ambiguous-chunks": "in the context region",
+}
+
+
 def _hint(request: ChatRequest) -> str | None:
     hint = HINTS.get(request.detection)
     if hint is None:
@@ -82,7 +116,7 @@ def _hint(request: ChatRequest) -> str | None:
     elif request.unmovable is not None and request.unmovable.notes:
         why = request.unmovable.notes[0]
     else:
-        why = "marked-up text"
+        why = _GENERIC_WHY.get(request.detection, "as the request is written")
     return hint.replace("{why}", why)
 
 

@@ -89,12 +89,20 @@ class _Reasons:
 
     def __init__(self) -> None:
         self.worst = 0
+        self.details: dict[str, str] = {}
 
-    def add(self, reason: str) -> None:
+    def add(self, reason: str, why: str = "") -> None:
+        """Note a reason, with what in the request gave it (the first one given for each reason is kept)."""
         self.worst = max(self.worst, _REASON_RANK.index(reason))
+        if why:
+            self.details.setdefault(reason, why)
 
     def text(self) -> str:
         return f"none: {_REASON_RANK[self.worst]}"
+
+    def why(self) -> str:
+        """What in the request gave the reason reported, or ""."""
+        return self.details.get(_REASON_RANK[self.worst], "")
 
 
 def parse_request(
@@ -139,7 +147,7 @@ def parse_request(
         question=last_user_text(messages),
         detection=reasons.text(),
         unmovable=search.unmovable,
-        notes=(search.mismatch,) if search.mismatch else (),
+        notes=(reasons.why(),) if reasons.why() else (),
     )
 
 
@@ -163,8 +171,6 @@ class _Search:
         self.last_user = _last_user_index(self.messages)
         self.unmovable: ChatRequest | None = None
         """The first context declined as `ambiguous-chunks` that would otherwise have been read."""
-        self.mismatch = ""
-        """Why the first app template whose sentences were found did not prove its units."""
 
     def latest_user_text(self, index: int, *, before: bool = False) -> str:
         """The latest user turn after message `index` (what is asked now); with `before`, the latest anywhere
@@ -193,7 +199,7 @@ class _Search:
             if not run:
                 continue
             if self.most is not None and len(run) >= self.most:
-                self.reasons.add("over-limit")
+                self.reasons.add("over-limit", f"{len(run)} or more messages in a run, past max_documents")
                 continue
             role = self.messages[run[0]].get("role")
             block = DocumentBlock(
@@ -213,7 +219,7 @@ class _Search:
             )
             question = find_question("", "", self.latest_user_text(run[-1], before=True))
             if not question:
-                self.reasons.add("no-question")
+                self.reasons.add("no-question", f"messages {run[0]} to {run[-1]} read as documents, no user turn asks")
                 continue
             if not self._within_limits(DocumentFormat.MESSAGES, [d.text for d in documents]):
                 continue
@@ -240,7 +246,7 @@ class _Search:
         if any(i not in text_set for i in range(texts[0], texts[-2] + 1)):
             # An image between two documents belongs with one of them, and moving text around it would
             # separate them: such a message is left alone.
-            self.reasons.add("non-text-parts")
+            self.reasons.add("non-text-parts", f"message {index} has an image or other part between two text parts")
             return None
         return self._parts(content, index, texts)
 
@@ -262,18 +268,23 @@ class _Search:
         )
         question = find_question("", block.tail, self.latest_user_text(index))
         if not question:
-            self.reasons.add("no-question")
+            self.reasons.add("no-question", f"message {index}'s text parts read as documents, and none after asks")
             return None
         return self._request(block, documents, question, DocumentFormat.PARTS.value)
 
     def _in_text(self, text: str, index: int, part_index: int | None) -> ChatRequest | None:
         if self.limits is not None and len(text) > self.limits.max_scanned_chars:
-            self.reasons.add("over-limit")  # left as it came: the scan would stall the process (DocumentLimits)
+            # Left as it came: the scan would stall the process (DocumentLimits).
+            self.reasons.add(
+                "over-limit",
+                f"message {index} holds {len(text):,} characters, past max_scanned_chars "
+                f"({self.limits.max_scanned_chars:,})",
+            )
             return None
         role = self.messages[index].get("role")
         for candidate in self._candidates(text, role):
             if candidate.format in _INFERRED and self.most is not None and len(candidate.spans) >= self.most:
-                self.reasons.add("over-limit")
+                self.reasons.add("over-limit", f"{candidate.label} in message {index}: more pieces than max_documents")
                 continue
             pieces = [text[s.start : s.end] for s in candidate.spans]
             if candidate.format not in _NEED_QUESTION and candidate.format is not DocumentFormat.JSON_KV:
@@ -284,7 +295,7 @@ class _Search:
             # object of 2,001 labels, a numbered log) goes upstream untouched rather than refused.
             found = self._judged(text, candidate, index, part_index)
             if found is not None and candidate.unproven is not None:
-                self.reasons.add(candidate.unproven)
+                self.reasons.add(candidate.unproven, candidate.why[0] if candidate.why else "")
                 self.unmovable = self.unmovable or replace(found, notes=candidate.why)
                 continue
             if found is not None and self._within_limits(candidate.format, pieces):
@@ -302,7 +313,7 @@ class _Search:
         except DocumentLimitError:
             if fmt not in _NEED_QUESTION:  # numbered markers could be a log's lines: left alone, not refused
                 raise
-            self.reasons.add("over-limit")
+            self.reasons.add("over-limit", f"{len(texts)} {fmt.value} pieces past max_documents or max_document_bytes")
             return False
         return True
 
@@ -322,8 +333,8 @@ class _Search:
             if self._allows(fmt):
                 try:
                     spans = list(itertools.islice(scan(text), self.most))
-                except AmbiguousElements:
-                    self.reasons.add("ambiguous")
+                except AmbiguousElements as ambiguity:
+                    self.reasons.add("ambiguous", f"{fmt.value}: {ambiguity}")
                     continue
                 if spans and not self._nested(text, spans, fmt, region):
                     yield _Candidate(fmt, spans, fmt.value)
@@ -347,8 +358,7 @@ class _Search:
             try:
                 spans = template.scan(text)
             except TemplateMismatch as mismatch:
-                self.reasons.add("unproven-template")
-                self.mismatch = self.mismatch or f"{template.name}'s template, {mismatch}"
+                self.reasons.add("unproven-template", f"{template.name}'s template, {mismatch}")
                 mismatched = True
                 continue
             if spans:
@@ -360,9 +370,9 @@ class _Search:
         instructions = role in ("system", "developer")
         try:
             numbered = list(itertools.islice(scan_numbered(text), self.most))
-        except AmbiguousNumbering:
+        except AmbiguousNumbering as ambiguity:
             if not instructions:
-                self.reasons.add("ambiguous")
+                self.reasons.add("ambiguous", f"numbered markers: {ambiguity}")
             return
         if not numbered or self._nested(text, numbered, DocumentFormat.NUMBERED, region):
             return
@@ -391,11 +401,11 @@ class _Search:
                 fmt, spans = DocumentFormat.SEPARATED, guess.chunks[: self.most]
                 unproven = None if self.shape == fmt.value else "unproven-boundaries"
                 why = (str(guess),)
-        except AmbiguousNumbering:
-            self.reasons.add("ambiguous")
+        except AmbiguousNumbering as ambiguity:
+            self.reasons.add("ambiguous", f"numbered markers in the {region.marker} region: {ambiguity}")
             return
         except RegionTooLarge:
-            self.reasons.add("over-limit")
+            self.reasons.add("over-limit", f"the {region.marker} region splits into more pieces than max_documents")
             return
         if unproven is not None and self.shape is None:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", why=why, unproven=unproven)
@@ -423,7 +433,7 @@ class _Search:
         spans = candidate.spans
         named = candidate.format is DocumentFormat.DECLARED or self.shape is not None
         if len(spans) < 2 and candidate.format in _INFERRED and not named:
-            self.reasons.add("single-document")
+            self.reasons.add("single-document", f"{candidate.label} in message {index} reads as one piece")
             return None
         block, documents = _block_from_spans(text, spans, candidate.format, index, part_index)
         # A tool's results answer the question asked before the call; elsewhere a later turn is what is asked now.
@@ -434,10 +444,12 @@ class _Search:
         question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
-            self.reasons.add("no-question")
+            self.reasons.add("no-question", f"a JSON object in message {index}, and no `Key:` line names a record")
             return None
         if not question and not named and candidate.format in _NEED_QUESTION:
-            self.reasons.add("no-question")
+            self.reasons.add(
+                "no-question", f"{len(spans)} documents read as {candidate.label} in message {index}, and no question"
+            )
             return None
         return self._request(block, documents, question, candidate.label)
 
