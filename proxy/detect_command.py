@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,11 @@ from proxy.errors import ProxyError
 from proxy.remote_rankers import build_rankers
 from proxy.settings import Settings, SettingsError
 from strategies import (
+    AppliedStep,
     ChatRequest,
     Completion,
     CompletionStream,
+    Document,
     DocumentLimitError,
     DocumentLimits,
     Services,
@@ -133,8 +135,33 @@ async def _preview(
         "order": None if order is None else ("kept" if order.kept else list(order.sent)),
         "dropped": [] if order is None else list(order.dropped),
         "executor": executor.label if executor is not None and executor.strategy.runs_on(sent) else None,
+        "rankings": _rankings(context.applied, request.documents),
         "body": sent.render() if steps else body,
     }
+
+
+def _rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list[dict[str, Any]]:
+    """Each ranked step's ranking: the ranker, its margin (or why it fell back), and every document it scored with
+    its rank, its score and the client's number for it (null for a document a step wrote)."""
+    number_of = {id(document): number for number, document in enumerate(found, start=1)}
+    rankings = []
+    for step in steps:
+        ranking = step.ranking
+        if ranking is None:
+            continue
+        rankings.append(
+            {
+                "step": step.label,
+                "ranker": ranking.ranker,
+                "fallback": ranking.fallback,
+                "margin": ranking.margin(),
+                "documents": [
+                    {"rank": rank, "document": number_of.get(id(step.ranked[i])), "score": ranking.scores[i]}
+                    for rank, i in enumerate(ranking.order(), start=1)
+                ],
+            }
+        )
+    return rankings
 
 
 def _render_preview(preview: Mapping[str, Any]) -> str:
@@ -149,6 +176,13 @@ def _render_preview(preview: Mapping[str, Any]) -> str:
         lines.append(f"dropped: {','.join(map(str, preview['dropped']))}")
     if preview["executor"]:
         lines.append(f"then: {preview['executor']} calls the model; shown is the body its calls start from")
+    for ranking in preview["rankings"]:
+        how = f"fell back ({ranking['fallback']}): the client's order" if ranking["fallback"] else "best first"
+        margin = "" if ranking["margin"] is None else f", margin {ranking['margin']:.3f}"
+        lines.append(f"ranking of {ranking['step']!r} by {ranking['ranker']}{margin}, {how}:")
+        for scored in ranking["documents"]:
+            number = scored["document"] if scored["document"] is not None else "(written by a step)"
+            lines.append(f"  rank {scored['rank']}: document {number}, score {scored['score']:.4g}")
     lines.append("body sent upstream:")
     lines.append(json.dumps(preview["body"], ensure_ascii=False, indent=2))
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ import fnmatch
 import os
 import stat
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,6 +29,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from strategies import ChatRequest, Pipeline
+from strategies.rankers import ranker_margin as ranker_margin  # read here by the routes and the tests
 
 AUTO = "auto"
 """The selection that asks for the policy's choice."""
@@ -313,13 +314,3 @@ def _matches(rule: Rule, features: RequestFeatures, *, margin: bool = True) -> b
 def detected_format(request: ChatRequest) -> str:
     """The detected format's name, as a rule's `formats` reads it (`paragraphs; region=fence` -> `paragraphs`)."""
     return request.detection.split(";", 1)[0].split(":", 1)[0].strip()
-
-
-def ranker_margin(scores: Sequence[float]) -> float | None:
-    """The top score's lead over the second, as a share of its lead over the lowest: scale-free, so a margin
-    means the same for cosine similarities, BM25 and a reranker's logits. None for fewer than two scores."""
-    if len(scores) < 2:
-        return None
-    ordered = sorted(scores, reverse=True)
-    spread = ordered[0] - ordered[-1]
-    return 0.0 if spread <= 0 else (ordered[0] - ordered[1]) / spread

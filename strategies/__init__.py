@@ -14,7 +14,15 @@ from strategies.detection.explain import explain_detection, render_explanation
 from strategies.detection.find import SHAPES, parse_request
 from strategies.detection.limits import DocumentLimitError, DocumentLimits
 from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
-from strategies.pipeline import Pipeline, PipelineResult, Step, apply_transforms, render_applied, run_pipeline
+from strategies.pipeline import (
+    Pipeline,
+    PipelineResult,
+    Step,
+    apply_transforms,
+    render_applied,
+    render_rankings,
+    run_pipeline,
+)
 from strategies.plugin import (
     AppliedStep,
     Executor,
@@ -80,6 +88,7 @@ __all__ = [
     "parse_selection",
     "render_applied",
     "render_explanation",
+    "render_rankings",
     "run_pipeline",
     "send_once",
 ]

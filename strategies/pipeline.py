@@ -21,7 +21,7 @@ from strategies.plugin import (
     send_once,
 )
 from strategies.rankers.base import RankerSet
-from strategies.request import ChatRequest
+from strategies.request import ChatRequest, Document
 from strategies.upstream import StrategyOutcome, Upstream
 
 _tracer = trace.get_tracer("contextlift.strategies")
@@ -121,6 +121,39 @@ class PipelineResult:
 def render_applied(steps: Sequence[AppliedStep]) -> str:
     """`filter; dropped=3, medoid; k=5; agreement=4/5`, or `none` when no step ran."""
     return ", ".join(step.render() for step in steps) or "none"
+
+
+MAX_SCORED = 32
+"""Documents each ranked step lists with their scores before `...+N`: the `X-Context-Scores` header stays about a
+kilobyte per step whatever the request carries."""
+
+
+def render_rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> str | None:
+    """Each ranked step's ranking, best first, as `X-Context-Scores` says it: `reorder; ranker=lexical;
+    margin=0.412: 3=2.731, 1=1.204, 2=0`, the client's document numbers (1 for its first; `#k` for a document a step
+    wrote, the k-th it ranked) with their scores, steps joined by ` | `; a ranker that fell back says so
+    (`fallback=no-embedder`). None when no step ranked."""
+    number_of = {id(document): number for number, document in enumerate(found, start=1)}
+    rendered = []
+    for step in steps:
+        ranking = step.ranking
+        if ranking is None:
+            continue
+        head = f"{step.name}; ranker={ranking.ranker}"
+        if ranking.fallback is not None:
+            rendered.append(f"{head}; fallback={ranking.fallback}")
+            continue
+        margin = ranking.margin()
+        if margin is not None:
+            head += f"; margin={margin:.3f}"
+        order = ranking.order()
+        entries = [
+            f"{number_of.get(id(step.ranked[i]), f'#{i + 1}')}={ranking.scores[i]:.4g}" for i in order[:MAX_SCORED]
+        ]
+        if len(order) > MAX_SCORED:
+            entries.append(f"...+{len(order) - MAX_SCORED}")
+        rendered.append(f"{head}: {', '.join(entries)}")
+    return " | ".join(rendered) or None
 
 
 async def run_pipeline(

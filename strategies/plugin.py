@@ -264,6 +264,10 @@ class AppliedStep:
     name: str
     label: str
     notes: list[str] = field(default_factory=list)
+    ranking: Ranking | None = None
+    """The ranking the step ranked by, when it ranked (`rank`)."""
+    ranked: tuple[Document, ...] = ()
+    """The documents that ranking scored, in the order the step received them."""
 
     def render(self) -> str:
         return "; ".join([self.label, *self.notes])
@@ -310,6 +314,9 @@ async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ra
     )
     if ranking.fallback is not None:
         context.note(f"ranker-fallback={ranking.ranker}:{ranking.fallback}")
+    if context.applied:
+        context.applied[-1].ranking = ranking
+        context.applied[-1].ranked = tuple(request.documents)
     return ranking
 
 

@@ -22,6 +22,7 @@ from strategies.rankers.base import (
     load_rankers,
     published_rankers,
     rank_documents,
+    ranker_margin,
 )
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "load_rankers",
     "published_rankers",
     "rank_documents",
+    "ranker_margin",
 ]

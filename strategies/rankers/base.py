@@ -65,6 +65,20 @@ class Ranking:
         """Document indices, best first; equal scores keep the client's order."""
         return sorted(range(len(self.scores)), key=lambda i: (-self.scores[i], i))
 
+    def margin(self) -> float | None:
+        """`ranker_margin` of the scores; None where the ranker fell back (the client's order is no ranking)."""
+        return None if self.fallback is not None else ranker_margin(self.scores)
+
+
+def ranker_margin(scores: Sequence[float]) -> float | None:
+    """The top score's lead over the second, as a share of its lead over the lowest: scale-free, so a margin
+    means the same for cosine similarities, BM25 and a reranker's logits. None for fewer than two scores."""
+    if len(scores) < 2:
+        return None
+    ordered = sorted(scores, reverse=True)
+    spread = ordered[0] - ordered[-1]
+    return 0.0 if spread <= 0 else (ordered[0] - ordered[1]) / spread
+
 
 @dataclass(frozen=True, slots=True)
 class RankerSet:

@@ -152,3 +152,31 @@ def test_a_body_past_the_proxys_limit_is_refused_unread(
     assert main(argv) == 2
     assert "larger than max_body_bytes (2048 bytes), the most the proxy reads" in capsys.readouterr().err
     assert sum(read) <= 2049
+
+
+ALPS = (
+    "Answer the question based only on the following context:\n<doc>The Matterhorn is a mountain of the Alps.</doc>\n"
+    "<doc>Mont Blanc is the highest mountain in the Alps, at 4,805 m.</doc>\n<doc>The Eiger is in the Bernese Alps."
+    "</doc>\n\nQuestion: What is the highest mountain in the Alps?"
+)
+
+
+def test_each_ranked_step_prints_every_documents_rank_and_score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": ALPS}]}))
+    assert main(["detect", str(path), "--strategy", "reorder; ranker=lexical"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ranking of 'reorder; ranker=lexical' by lexical"))
+    assert "margin " in lines[at]
+    ranked = lines[at + 1 : at + 4]
+    assert ranked[0].startswith("  rank 1: document 2, score ")
+    assert sorted(line.split(",")[0].split("document ")[1] for line in ranked) == ["1", "2", "3"]
+    assert main(["detect", str(path), "--strategy", "reorder; ranker=lexical", "--json"]) == 0
+    preview = json.loads(capsys.readouterr().out)
+    (ranking,) = preview["rankings"]
+    assert ranking["ranker"] == "lexical"
+    assert ranking["fallback"] is None
+    assert ranking["documents"][0]["document"] == 2
+    assert [d["rank"] for d in ranking["documents"]] == [1, 2, 3]
