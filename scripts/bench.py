@@ -15,7 +15,10 @@ third process. Printed as one table (and `--json`):
 - with `--peer URL` (another gateway, started first and pointed at `http://127.0.0.1:PORT/v1` with the port given
   as `--fake-port PORT`), its added latency and throughput in the same run, interleaved with the proxy's;
 - with `--variant NAME:VAR=VALUE,...` (repeatable), another `contextlift serve` on the same core with those
-  environment settings, measured beside the default one (pool sizes, the event loop, ...).
+  environment settings, measured beside the default one (pool sizes, the event loop, ...);
+- with `--startup ROUNDS`, only start-up: the default proxy and each variant spawned ROUNDS times in turn, one at
+  a time on the one core, each timed from spawn to /startupz and its resident memory read a second later; and
+  what each spent importing until /startupz answered (`python -X importtime`), by package, median of the rounds.
 
 The load for throughput comes from wrk (Debian's `wrk` package) when it is on the PATH: a load generator in
 Python on the same core as the fake upstream saturates before the proxy does (httpx managed 206 req/s at 64 in
@@ -23,6 +26,7 @@ flight straight to the fake). Without wrk the figures are labelled as the Python
 
     .venv/bin/python scripts/bench.py                 # about 3 minutes on 2 cores
     .venv/bin/python scripts/bench.py --quick         # seconds: a smoke run (the test suite runs it)
+    .venv/bin/python scripts/bench.py --startup 5 --variant light:CONTEXTLIFT_EMBEDDER=off
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -376,6 +381,10 @@ def main() -> int:
         "--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
         help="another proxy with these environment settings, measured beside the default (repeatable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--startup", type=int, metavar="ROUNDS",
+        help="measure only spawn to /startupz and idle RSS, ROUNDS spawns of the default proxy and each variant",
+    )  # fmt: skip
     parser.add_argument("--fake-upstream", nargs=3, metavar=("PORT", "DELAY", "GAP"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--install-sizes", action="store_true",
@@ -397,15 +406,28 @@ def main() -> int:
     os.sched_setaffinity(fake.pid, rest)
     started = time.perf_counter()
 
-    def serve(port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
+    def serve(port: int, extra: dict[str, str], stderr: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+        python = [sys.executable, "-X", "importtime"] if stderr is not subprocess.DEVNULL else [sys.executable]
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
+            [*python, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
              str(port)],
-            cwd=ROOT, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=stderr,
         )  # fmt: skip
         os.sched_setaffinity(process.pid, proxy_core)
         return process
 
+    if args.startup:
+        os.sched_setaffinity(0, rest)
+        try:
+            _wait(f"http://127.0.0.1:{fake_port}/v1/models")
+            startup = startup_rounds(serve, args.startup, args.variant)
+        finally:
+            fake.terminate()
+            fake.wait(timeout=30)
+        print("\n".join([*startup_lines(startup), "", *import_lines(startup)]))
+        if args.json:
+            args.json.write_text(json.dumps({"startup": startup}, indent=1) + "\n")
+        return 0
     proxy = serve(proxy_port, {})
     os.sched_setaffinity(0, rest)
     direct, through = f"http://127.0.0.1:{fake_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
@@ -472,6 +494,99 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def startup_rounds(
+    serve: Callable[..., subprocess.Popen[bytes]], rounds: int, variants: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Spawn to /startupz and idle RSS (read a second after /startupz answered, once anything started in the
+    background has had time to show), for the default proxy and each variant, interleaved round by round so that
+    drift on the machine hits all of them; then, in as many rounds again, each one's import times until /startupz
+    (`-X importtime` slows the start a little, so those rounds are timed apart)."""
+    kinds: dict[str, dict[str, str]] = {"default": {}} | {
+        name: dict(pair.split("=", 1) for pair in settings.split(",") if pair)
+        for name, _, settings in (spec.partition(":") for spec in variants)
+    }
+    figures: dict[str, dict[str, Any]] = {name: {"startupz_s": [], "rss_mib_idle": [], "imports": []} for name in kinds}
+    for _ in range(rounds):
+        for name, extra in kinds.items():
+            port = free_port()
+            spawned = time.perf_counter()
+            process = serve(port, extra)
+            try:
+                _wait(f"http://127.0.0.1:{port}/startupz")
+                figures[name]["startupz_s"].append(time.perf_counter() - spawned)
+                time.sleep(1.0)
+                figures[name]["rss_mib_idle"].append(_rss_mib(process.pid))
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+    for _ in range(rounds):
+        for name, extra in kinds.items():
+            port = free_port()
+            with tempfile.TemporaryFile() as stderr:
+                process = serve(port, extra, stderr)
+                try:
+                    _wait(f"http://127.0.0.1:{port}/startupz")
+                finally:
+                    process.terminate()
+                    process.wait(timeout=30)
+                stderr.seek(0)
+                figures[name]["imports"].append(import_times(stderr.read().decode(errors="replace")))
+    return figures
+
+
+def import_times(importtime: str) -> dict[str, float]:
+    """Milliseconds of `-X importtime` self time per module, each module's own import and nothing it imported."""
+    times: dict[str, float] = {}
+    for line in importtime.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match:
+            times[match[2]] = times.get(match[2], 0.0) + int(match[1]) / 1000
+    return times
+
+
+def _package(module: str) -> str:
+    """What a module's import time is told under: the project's sub-packages each, any other by its top package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in ("proxy", "strategies", "eval") else parts[0]
+
+
+def import_lines(figures: dict[str, dict[str, Any]], shown: int = 25) -> list[str]:
+    """Import time until /startupz by package (self times summed, median of the rounds), the largest first."""
+    by_kind: dict[str, dict[str, float]] = {}
+    for name, f in figures.items():
+        rounds = []
+        for times in f["imports"]:
+            packages: dict[str, float] = {}
+            for module, ms in times.items():
+                packages[_package(module)] = packages.get(_package(module), 0.0) + ms
+            rounds.append(packages)
+        names = {p for r in rounds for p in r}
+        by_kind[name] = {p: statistics.median(r.get(p, 0.0) for r in rounds) for p in names}
+        by_kind[name]["(all)"] = statistics.median(sum(r.values()) for r in rounds)
+        by_kind[name]["(modules imported, count)"] = statistics.median(len(times) for times in f["imports"])
+    kinds = list(by_kind)
+    order = sorted({p for k in by_kind.values() for p in k if not p.startswith("(")},
+                   key=lambda p: -max(k.get(p, 0.0) for k in by_kind.values()))  # fmt: skip
+    lines = [
+        "| imported until /startupz, ms (self, median) | " + " | ".join(kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for package in ["(all)", "(modules imported, count)", *order[:shown]]:
+        lines.append(f"| {package} | " + " | ".join(f"{by_kind[k].get(package, 0.0):.0f}" for k in kinds) + " |")
+    return lines
+
+
+def startup_lines(figures: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["| proxy | spawn to /startupz, median [range], s | idle RSS, median [range], MiB |", "|---|---|---|"]
+    for name, f in figures.items():
+        t, m = f["startupz_s"], f["rss_mib_idle"]
+        lines.append(
+            f"| {name} | {statistics.median(t):.2f} [{min(t):.2f}-{max(t):.2f}] | "
+            f"{statistics.median(m):.0f} [{min(m):.0f}-{max(m):.0f}] |"
+        )
+    return lines
 
 
 def ranker_lines(r: dict[str, Any], rounds: int | None) -> list[str]:
