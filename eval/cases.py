@@ -89,6 +89,9 @@ class Sample:
     """The fingerprint of the upstream that answered (`eval.identity`); None in a file written before it was kept."""
     run: str | None = None
     """The run that asked; a cached answer keeps the run that first asked."""
+    ranking: Mapping[str, Any] | None = None
+    """Where each ranker puts the case's gold and by what margin it leads (`eval.case_rankings`), on a case of a run
+    with a ranked pipeline; None otherwise, and in a file written before rankings were kept."""
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Sample:
@@ -106,12 +109,12 @@ class Sample:
         return cls(**given)
 
     def to_json(self) -> dict[str, Any]:
-        """Its JSON object; `upstream` and `run` only where known, so that a file from before they were kept reads
-        and writes back as it was."""
+        """Its JSON object; `upstream`, `run` and `ranking` only where known, so that a file from before they were
+        kept reads and writes back as it was."""
         return {
             f.name: list(self.gold) if f.name == "gold" else getattr(self, f.name)
             for f in fields(self)
-            if f.name not in ("upstream", "run") or getattr(self, f.name) is not None
+            if f.name not in ("upstream", "run", "ranking") or getattr(self, f.name) is not None
         }
 
 

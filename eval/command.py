@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from eval.cache import ResponseCache
+from eval.case_rankings import attach_rankings
 from eval.cost import confirmed, estimate, render
 from eval.identity import first_listed_model, identify, new_run_id
 from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
@@ -161,6 +162,8 @@ def run_eval(
             print("contextlift eval: not started", file=sys.stderr)
             return 1
         samples = asyncio.run(runner.run(work, Progress(len(work))))
+        if args.replay is None:
+            samples = attach_rankings(cases, samples, plan.strategies)
     except (ValueError, OSError) as error:
         raise EvalError(str(error)) from None
     finally:

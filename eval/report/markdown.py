@@ -10,6 +10,7 @@ from typing import Any
 
 from eval.identity import UpstreamIdentity
 from eval.report.literal import code_span
+from eval.report.ranker_split import ranker_sections
 from eval.verdicts.best_pipeline import best_pipeline_section
 from eval.verdicts.effective_length import effective_length_table
 from eval.verdicts.results import order_of
@@ -43,6 +44,7 @@ def render_markdown(data: dict[str, Any], plots: dict[str, list[str]] | None = N
     lines += best_pipeline_section(data["best_pipeline"], data["cost"], str(info.get("profile", "")))
     lines += _noise_floor_section(data.get("noise_floor") or [], data.get("not_compared") or [])
     lines += [f"- {note}" for note in info["notes"]] + [""] if info["notes"] else []
+    lines += ranker_sections(data)
     accuracy = data["accuracy"]
     for task in order_of(a["task"] for a in accuracy):
         meta = info["tasks"].get(task, {})

@@ -15,6 +15,7 @@ from eval.cases import REASKED, Sample
 from eval.metrics import AGREEMENT_METRIC
 from eval.verdicts.best_pipeline import best_pipelines
 from eval.verdicts.effective_length import effective_lengths
+from eval.verdicts.ranker_split import has_rankings, ranker_signal, ranker_split, signal_lift
 from eval.verdicts.stats import (
     Estimate,
     PairedLift,
@@ -88,6 +89,15 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
         )
     floors = noise_floors(samples, reasked)
     lift = lifts(samples, {(r["task"], r["variant"]): r["floor"] for r in floors})
+    # Only where the samples carry rankings: a report from before they were kept reads back as it was written.
+    split: dict[str, Any] = {}
+    if has_rankings(samples):
+        signal = ranker_signal(samples)
+        split = {
+            "ranker_split": ranker_split(samples, reasked),
+            "ranker_signal": signal,
+            "signal_lift": signal_lift(samples, signal),
+        }
     return {
         "run": asdict(info),
         "accuracy": accuracy,
@@ -98,6 +108,7 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
         "effective_length": effective_lengths(accuracy),
         "gap_recovered": gaps(samples),
         "cost": costs(samples),
+        **split,
     }
 
 

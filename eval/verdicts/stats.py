@@ -195,6 +195,20 @@ def detectable_lift(n: int, baseline: float, family: int = 1, discordant: float 
     return high
 
 
+def pairs_to_decide(lift: float, discordant: float, family: int = 1) -> int | None:
+    """The pairs a run needs for a lift (or loss) of this size, with this share of pairs differing, to hold with
+    POWER at ALPHA / `family`: Connor's approximation as `detectable_lift` reads it, and at least MIN_DISCORDANT
+    pairs that differ. None for a lift of 0 or no pair differing."""
+    size = abs(lift)
+    if size == 0 or discordant <= 0:
+        return None
+    z_alpha = NormalDist().inv_cdf(1 - ALPHA / (2 * max(1, family)))
+    z_beta = NormalDist().inv_cdf(POWER)
+    differ = max(discordant, size)
+    connor = (z_alpha * math.sqrt(differ) + z_beta * math.sqrt(max(0.0, differ - size**2))) ** 2 / size**2
+    return math.ceil(max(connor, MIN_DISCORDANT / differ))
+
+
 def gap_recovered(strategy_by_position: dict[int, float], baseline_by_position: dict[int, float]) -> float | None:
     """(strategy's worst - baseline's worst) / (baseline's best - baseline's worst), over the positions both
     have; None when the baseline shows no gap to recover."""
