@@ -15,10 +15,15 @@ def ranker_sections(data: dict[str, Any]) -> list[str]:
     split, signal, lifts = data.get("ranker_split"), data.get("ranker_signal"), data.get("signal_lift")
     if not split and not signal:
         return []
-    return [*_split_section(split or []), *_signal_section(signal or []), *_signal_lift_section(lifts or [])]
+    check = data.get("ranker_check") or {}
+    return [
+        *_split_section(split or [], check),
+        *_signal_section(signal or []),
+        *_signal_lift_section(lifts or []),
+    ]
 
 
-def _split_section(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _split_section(rows: Sequence[dict[str, Any]], check: dict[str, int]) -> list[str]:
     lines = [
         "## Lift by whether the ranker was right",
         "",
@@ -26,7 +31,13 @@ def _split_section(rows: Sequence[dict[str, Any]]) -> list[str]:
         "default) put a gold unit first on that case: the documents the proxy finds, or the paragraphs it reads "
         "where it may not move them. `p (Holm)` is corrected over the pipelines of the regime in the same half; the "
         "floor is the A/A floor of the re-asked cases that fall in the half (`-`: none did); `n to decide` is the "
-        "pairs at which a lift of this size, with this share of pairs differing, would hold with 80% power.",
+        "pairs at which a lift of this size, with this share of pairs differing, would hold with 80% power."
+        + (
+            f" The unit the eval ranks first is the one the proxy named or quoted in {check['matched']} of "
+            f"{check['compared']} answers that say which."
+            if check.get("compared")
+            else ""
+        ),
         "",
         "| variant | pipeline | ranker | n | lift | 95% CI | wins/losses | p (Holm) | floor | n to decide |",
         "|---|---|---|---|---|---|---|---|---|---|",

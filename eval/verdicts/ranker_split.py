@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, pairs_to_dec
 BASELINE = "none"
 AGREEMENT = ("lexical", "minilm")
 """The two rankers whose agreement on the first unit is the second signal: one by words, one by meaning."""
+_NAMED = re.compile(r"\b(?:focused|quoted)=(\d+)")
+"""The unit a `focus` or `excerpt` step chose, first of those it names, as its header note says."""
 ALL = "all"
 """The variant name of rows pooled over a task's variants: the proxy cannot tell the regimes apart in a request."""
 
@@ -128,6 +131,20 @@ def signal_lift(samples: Sequence[Sample], signal: Sequence[dict[str, Any]]) -> 
                 row = {"task": task, "variant": variant, "strategy": strategy, "ranker": ranker, "part": part}
                 rows.append({**row, "threshold": threshold, **_pairs_row(parts[part])})
     return rows
+
+
+def ranker_check(samples: Sequence[Sample]) -> dict[str, int]:
+    """How often the unit the eval's ranking puts first is the one the proxy named or quoted (`focused=N`,
+    `quoted=N` in its `X-Context-Strategy`), over the answers that say which: the join rests on the two agreeing."""
+    compared = matched = 0
+    for s in samples:
+        ranker = pipeline_ranker(s.strategy)
+        said = _NAMED.search(s.applied or "")
+        reading = (s.ranking or {}).get("rankers", {}).get(ranker or "")
+        if said and reading is not None:
+            compared += 1
+            matched += int(said[1]) == reading["first"] + 1
+    return {"compared": compared, "matched": matched}
 
 
 def auc(positives: Sequence[float], negatives: Sequence[float]) -> tuple[float, list[float]]:
@@ -269,4 +286,4 @@ def _by(samples: Iterable[Sample], key: Any) -> dict[Any, list[Sample]]:
     return groups
 
 
-__all__ = ["auc", "has_rankings", "ranker_signal", "ranker_split", "signal_lift", "youden_threshold"]
+__all__ = ["auc", "has_rankings", "ranker_check", "ranker_signal", "ranker_split", "signal_lift", "youden_threshold"]

@@ -15,7 +15,7 @@ from eval.cases import REASKED, Sample
 from eval.metrics import AGREEMENT_METRIC
 from eval.verdicts.best_pipeline import best_pipelines
 from eval.verdicts.effective_length import effective_lengths
-from eval.verdicts.ranker_split import has_rankings, ranker_signal, ranker_split, signal_lift
+from eval.verdicts.ranker_split import has_rankings, ranker_check, ranker_signal, ranker_split, signal_lift
 from eval.verdicts.stats import (
     Estimate,
     PairedLift,
@@ -95,6 +95,7 @@ def results(samples: Sequence[Sample], info: RunInfo) -> dict[str, Any]:
         signal = ranker_signal(samples)
         split = {
             "ranker_split": ranker_split(samples, reasked),
+            "ranker_check": ranker_check(samples),
             "ranker_signal": signal,
             "signal_lift": signal_lift(samples, signal),
         }

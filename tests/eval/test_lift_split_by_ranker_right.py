@@ -153,7 +153,9 @@ def test_a_scripted_run_reports_the_step_winning_only_where_the_ranker_was_right
             assert row["value"] == (1.0 if row["half"] == "right" else 0.0), row
             assert row["wins"] == (row["n"] if row["half"] == "right" else 0)
     assert sum(r["n"] for r in data["ranker_split"]) == len(ranked)
+    assert data["ranker_check"] == {"compared": len(ranked), "matched": len(ranked)}
     assert {r["ranker"] for r in data["ranker_signal"]} >= {"lexical", "minilm", "fusion"}
     report = (out / "report.md").read_text()
     assert "## Lift by whether the ranker was right" in report
     assert "## A signal at request time" in report
+    assert f"quoted in {len(ranked)} of {len(ranked)} answers" in report
