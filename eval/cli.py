@@ -138,11 +138,25 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
     print(f"{summary['requests']} evaluated requests; position-sensitive {share.value:.3f} {interval}; "
           f"{summary['skipped']} malformed lines skipped")  # fmt: skip
     for group in summary["probes"]:
-        held = [row["strategy"] for row in group["lift"] if row["significant"]]
+        held = [_held(row["strategy"], group) for row in group["lift"] if row["significant"]]
         print(f"probes {group['model'] or '(no model)'} / {group['format']}: {group['probes']} probes; lift holds for "
               + (", ".join(held) or "no pipeline"))  # fmt: skip
     print(f"report: {args.out / 'report.md'}")
     return 0
+
+
+def _held(strategy: str, group: dict[str, Any]) -> str:
+    """A pipeline whose lift holds over all probes, with what the probes that test its ranker say where they differ."""
+    from eval.policy_writer import ranks_documents
+    from strategies.probes import RANKER_KIND
+
+    hard = group.get("by_kind", {}).get(RANKER_KIND)
+    if hard is None or not ranks_documents(strategy):
+        return strategy
+    row = next((r for r in hard["lift"] if r["strategy"] == strategy), None)
+    if row is None or row["significant"]:
+        return strategy
+    return f"{strategy} (not on the {hard['probes']} {RANKER_KIND} probes that test its ranker: {row['value']:+.3f})"
 
 
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from typing import Any
 from eval.report.probes import PROBES_FILE
 from eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
 from eval.verdicts.stats import ALPHA, MIN_DISCORDANT
+from strategies import build_registry
+from strategies.probes import RANKER_KIND
 
 SHAPE_FORMATS = {
     "paper": "litm",
@@ -258,20 +260,29 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
     for group in data.get("groups", []):
         model, fmt = str(group["model"]), str(group["format"])
         where = f"{model or '(no model)'} / {fmt}: {group['probes']} probes from live traffic"
-        qualified = [r for r in group["lift"] if significant(r) and ceiling.allows(r.get("cost"))]
+        rows, notes = _probe_lifts(group)
+        qualified = [r for r in rows if significant(r) and ceiling.allows(r.get("cost"))]
         out.append("")
         if not qualified:
             out += [
                 f"{where}: no rule. No pipeline's lift over none holds (above zero, at least {MIN_DISCORDANT}",
                 f"pairs that differ, Holm-corrected exact p below {ALPHA}) within the cost ceiling.",
-                *_closest(group["lift"]),
+                *notes,
+                *_closest(rows),
             ]
             continue
         row = max(qualified, key=lambda r: (r["value"], r["ci95"][0]))
         date = str(group["last"])[:10] or "unknown"
         low, high = int(group["documents"][0]), int(group["documents"][1])
+        kind = row.get("kind")
         out += [
             f"{where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
+            *(
+                [f"Its lift is read from the {kind} probes alone: they are the ones that test its ranker."]
+                if kind
+                else []
+            ),
+            *notes,
             f"documents [{low}, {high}]: the document counts the probes were built from; a request with more or fewer",
             "is not matched (X-Context-Policy names the condition it failed). Widen it here to apply the rule there.",
             {
@@ -281,11 +292,60 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
                 "formats": [fmt],
                 "strategy": str(row["strategy"]),
                 "evidence": _evidence(
-                    _printable(f"{report.name}#probes/{model}/{fmt}/{row['strategy']}"), row, report, date
+                    _printable(f"{report.name}#probes/{model}/{fmt}{'/' + kind if kind else ''}/{row['strategy']}"),
+                    row,
+                    report,
+                    date,
                 ),
             },
         ]
     return out
+
+
+def _probe_lifts(group: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The lift each pipeline is judged by: a pipeline that ranks documents by its lift on the probes that test the
+    ranker (`RANKER_KIND`: the other kinds repeat the needle's name in the question, so any ranker finds it), the
+    others by their lift on every probe; with comment lines for the ranked ones whose lift does not hold there."""
+    by_kind = group.get("by_kind", {}).get(RANKER_KIND)
+    if by_kind is None:
+        ranked = [r["strategy"] for r in group["lift"] if ranks_documents(str(r["strategy"]))]
+        if ranked and group.get("by_kind"):
+            note = f"No {RANKER_KIND} probe here: {', '.join(ranked)} judged on probes whose question names the needle."
+            return list(group["lift"]), [note]
+        return list(group["lift"]), []
+    hard = {r["strategy"]: r for r in by_kind["lift"]}
+    easy = {
+        r["strategy"]: (kind, r)
+        for kind, table in group["by_kind"].items()
+        if kind != RANKER_KIND
+        for r in table["lift"]
+        if significant(r)
+    }
+    rows, notes = [], []
+    for row in group["lift"]:
+        if not ranks_documents(str(row["strategy"])):
+            rows.append(row)
+            continue
+        on_hard = hard.get(row["strategy"])
+        if on_hard is None:
+            continue
+        rows.append({**on_hard, "kind": RANKER_KIND})
+        if not significant(on_hard) and row["strategy"] in easy:
+            kind, shown = easy[row["strategy"]]
+            notes += [
+                f"{row['strategy']}: its lift holds on the {kind} probes ({shown['value']:+.3f}, "
+                f"{shown['wins']}/{shown['losses']}), whose question names the needle,",
+                f"and not on the {by_kind['probes']} {RANKER_KIND} probes that test its ranker "
+                f"({on_hard['value']:+.3f}, {on_hard['wins']}/{on_hard['losses']}): no rule from it.",
+            ]
+    return rows, notes
+
+
+def ranks_documents(label: str) -> bool:
+    """Whether a pipeline (`filter, reorder; ranker=minilm`) has a step that ranks documents (`Strategy.ranks`)."""
+    registry = build_registry()
+    names = {step.split(";", 1)[0].strip() for step in label.split(",")}
+    return any(name in registry.names() and registry.get(name).ranks for name in names)
 
 
 def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) -> dict[str, Any]:
@@ -312,7 +372,9 @@ def _closest(rows: list[dict[str, Any]]) -> list[Entry]:
         return ["Closest: " + _figures(min(gained, key=lambda r: (r.get("p_holm", 1.0), -r["value"]))) + "."]
     if not rows:
         return []
-    return ["No pipeline gained over none; the smallest loss: " + _figures(max(rows, key=lambda r: r["value"])) + "."]
+    nearest = max(rows, key=lambda r: r["value"])
+    said = "the smallest loss" if float(nearest["value"]) < 0 else "the nearest, no change"
+    return [f"No pipeline gained over none; {said}: " + _figures(nearest) + "."]
 
 
 def _figures(row: dict[str, Any]) -> str:

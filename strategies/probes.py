@@ -2,7 +2,7 @@
 gold-document positions, RULER's and NoLiMa's needles) replayed on what an app really sends.
 
 A probe is a synthetic fact, a needle, written into one of the request's documents. Its names and its value are
-made up here and occur nowhere in the request, so only the needle can answer the probe's question. Two kinds:
+made up here and occur nowhere in the request, so only the needle can answer the probe's question. Three kinds:
 
 - `literal` (RULER's single needle): "The access code of Velmora Quintash is 4719305." asked as "What is the
   access code of Velmora Quintash?": the question repeats the needle's words.
@@ -10,6 +10,14 @@ made up here and occur nowhere in the request, so only the needle can answer the
   Colosseum." asked as "What is the number of the storage unit Velmora Quintash rents in Rome?": the question
   names the city, the needle only a landmark in it, so the model must make the hop (a landmark and city that
   occur anywhere in the request are not used).
+- `nolima` (NoLiMa's no-literal-match needle): "Velmora Quintash keeps the spare key in box 4719305, next to the
+  Colosseum." asked as "Which number belongs to whoever has been to Rome?": the question shares no word with the
+  needle but the stop words, so a ranker that matches words cannot find it; only one that makes the hop from Rome
+  to the Colosseum does. Two other documents each gain a sentence about the needle's person and no number
+  ("Velmora Quintash collects old maps of harbours."), as the hard regime's same-entity distractors: the model must
+  tell the fact asked for from the person's other facts. The other two kinds repeat the needle's name in the
+  question, so a lexical ranker always finds it: their lift is what a strategy wins with a ranker that never
+  misses, this kind's what it wins where retrieval is hard.
 
 The document holding the needle is placed first, in the middle and last among the others (kept in their order),
 and the request's question is replaced by the probe's where the request asked it (after the documents, before
@@ -31,7 +39,9 @@ from typing import Any, Literal
 from strategies.request import ChatRequest, Document, text_of
 from strategies.spans import DocumentFormat
 
-KINDS = ("literal", "one-hop")
+KINDS = ("literal", "one-hop", "nolima")
+RANKER_KIND = "nolima"
+"""The kind whose question a ranker cannot match by its words: a ranked strategy's probe lift is read from it."""
 POSITIONS = ("first", "middle", "last")
 PROBE_MAX_TOKENS = 64
 """A probe's answer is a number in a sentence: the request's own `max_tokens` is lowered to this where it is
@@ -55,6 +65,13 @@ _LANDMARKS = (
     ("Kremlin", "Moscow"),
     ("Forbidden City", "Beijing"),
 )
+_ENTITY_FACTS = (
+    "collects old maps of harbours",
+    "once sang in a choir",
+    "grows tomatoes on a balcony",
+    "repairs bicycles at weekends",
+)
+"""What the `nolima` distractors say of the needle's person: no number, no place, no word of the question."""
 _DIGITS = re.compile(r"\d")
 _TRIES = 64
 """Draws of a fresh name or value before giving up (a request made of digits leaves no fresh number)."""
@@ -64,13 +81,15 @@ _TRIES = 64
 class Probe:
     """One needle and its question, for one request."""
 
-    kind: Literal["literal", "one-hop"]
+    kind: Literal["literal", "one-hop", "nolima"]
     needle: str
     question: str
     value: str
     """What a right answer holds: a seven-digit number found nowhere in the request."""
     document: int
     """The request's document the needle was written into (its index in the request's own order)."""
+    distractors: tuple[tuple[int, str], ...] = ()
+    """Sentences written into other documents (index, sentence): about the needle's person, without its answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +125,22 @@ def make_probe(request: ChatRequest, seed: int, kind: str | None = None) -> Prob
                      f"What is the access code of {name}?", value, document)  # fmt: skip
     unused = [(landmark, city) for landmark, city in _LANDMARKS if landmark.lower() not in seen
               and city.lower() not in seen]  # fmt: skip
+    if chosen == "nolima":
+        # The city's words must not be the landmark's (Sydney Opera House, Sydney): the question would share them.
+        unused = [(landmark, city) for landmark, city in unused if not set(landmark.split()) & set(city.split())]
     if not unused:
         return None
     landmark, city = rng.choice(unused)
+    if chosen == "nolima":
+        others = [i for i in writable if i != document]
+        if len(others) < 2:
+            return None
+        distractors = tuple(
+            (i, f"{name} {fact}.") for i, fact in zip(rng.sample(others, 2), rng.sample(_ENTITY_FACTS, 2), strict=True)
+        )
+        needle = f"{name} keeps the spare key in box {value}, next to the {landmark}."
+        return Probe("nolima", needle, f"Which number belongs to whoever has been to {city}?", value, document,
+                     distractors)  # fmt: skip
     return Probe(
         "one-hop",
         f"{name} rents storage unit {value}, a short walk from the {landmark}.",
@@ -129,7 +161,13 @@ def place_probe(request: ChatRequest, probe: Probe, max_tokens: int = PROBE_MAX_
     holder = _with_needle(asked.documents[probe.document], probe.needle, request.block.format)
     if holder is None:
         return []
-    others = [d for i, d in enumerate(asked.documents) if i != probe.document]
+    documents = list(asked.documents)
+    for index, sentence in probe.distractors:
+        written = _with_needle(documents[index], sentence, request.block.format)
+        if written is None:
+            return []
+        documents[index] = written
+    others = [d for i, d in enumerate(documents) if i != probe.document]
     placed = []
     for position, index in zip(POSITIONS, (0, len(others) // 2, len(others)), strict=True):
         documents = [*others[:index], holder, *others[index:]]

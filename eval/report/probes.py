@@ -35,15 +35,35 @@ def probe_groups(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _group(model: str, fmt: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    kinds: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        kinds[str(record["probe"]["kind"])].append(record)
+    documents = [int(r["probe"]["documents"]) for r in records]
+    times = sorted(str(r.get("time", "")) for r in records if r.get("time"))
+    return {
+        "model": model,
+        "format": fmt,
+        "probes": len(records),
+        "kinds": {kind: len(rows) for kind, rows in sorted(kinds.items())},
+        "documents": [min(documents), max(documents)],
+        "first": times[0] if times else "",
+        "last": times[-1] if times else "",
+        **_tables(records),
+        # Each kind apart: a ranked strategy's lift on `literal` probes is what it wins with a ranker that never
+        # misses; on `nolima` probes, what it wins where the ranker must make a hop (strategies.probes).
+        "by_kind": {kind: {"probes": len(rows), **_tables(rows)} for kind, rows in sorted(kinds.items())},
+    }
+
+
+def _tables(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The probe table of `records`: accuracy by position per pipeline, the U's depth and the lifts over `none`."""
     # scores[strategy][(probe, position)] = 1.0 / 0.0; errors are left out (no answer to score).
     scores: dict[str, dict[tuple[int, str], float]] = defaultdict(dict)
     errors: dict[str, int] = defaultdict(int)
     calls: dict[str, list[float]] = defaultdict(list)
     seconds: dict[str, list[float]] = defaultdict(list)
-    kinds: dict[str, int] = defaultdict(int)
     order: list[str] = []
     for number, record in enumerate(records):
-        kinds[record["probe"]["kind"]] += 1
         for run in record["probe"]["runs"]:
             strategy = run["strategy"]
             if strategy not in order:
@@ -62,23 +82,12 @@ def _group(model: str, fmt: str, records: list[dict[str, Any]]) -> dict[str, Any
             low, high = wilson(share.value, share.n) if share.n else (float("nan"), float("nan"))
             accuracy.append({"strategy": strategy, "position": position, "depth": POSITIONS[position],
                              "value": share.value, "ci95": [low, high], "n": share.n})  # fmt: skip
-    depths = {strategy: _u_depth(scores[strategy]) for strategy in order}
-    lifts = _lifts(scores, order, calls, seconds)
-    documents = [int(r["probe"]["documents"]) for r in records]
-    times = sorted(str(r.get("time", "")) for r in records if r.get("time"))
     return {
-        "model": model,
-        "format": fmt,
-        "probes": len(records),
-        "kinds": dict(sorted(kinds.items())),
-        "documents": [min(documents), max(documents)],
-        "first": times[0] if times else "",
-        "last": times[-1] if times else "",
         "strategies": order,
         "errors": dict(errors),
         "accuracy": accuracy,
-        "u_depth": depths,
-        "lift": lifts,
+        "u_depth": {strategy: _u_depth(scores[strategy]) for strategy in order},
+        "lift": _lifts(scores, order, calls, seconds),
     }
 
 
@@ -153,10 +162,14 @@ def probe_section(groups: Sequence[dict[str, Any]], out: Path) -> list[str]:
         "written into one of the request's own documents, that document placed first, in the middle and last "
         "among the others, the question replaced by the probe's in the request's own prompt shape; scored by "
         "whether the answer holds the value. `literal` needles are asked in their own words (RULER), `one-hop` "
-        "ones through a landmark's city (NoLiMa). Accuracy with Wilson 95% intervals; *U depth* is the edges' "
-        "mean minus the middle, paired per probe (sign test). A lift is each pipeline's paired difference from "
-        f"`none` over every (probe, position) pair; it holds when above zero with at least {MIN_DISCORDANT} pairs "
-        f"that differ and Holm-corrected exact p below {ALPHA}, the eval's own rule.",
+        "ones through a landmark's city (NoLiMa); both name the needle's made-up person, so a ranker that matches "
+        "words always finds it, and a ranked strategy's lift there is what it wins with a ranker that never misses. "
+        "`nolima` questions share no word with the needle, and two other documents name the question's city: "
+        "there a ranker must make the hop, as real retrieval must, and `contextlift policy` reads a ranked "
+        "strategy's lift from these alone (the table by kind). Accuracy with Wilson 95% intervals; *U depth* is "
+        "the edges' mean minus the middle, paired per probe (sign test). A lift is each pipeline's paired "
+        "difference from `none` over every (probe, position) pair; it holds when above zero with at least "
+        f"{MIN_DISCORDANT} pairs that differ and Holm-corrected exact p below {ALPHA}, the eval's own rule.",
     ]
     for group in groups:
         lines += _group_lines(group, out)
@@ -201,6 +214,22 @@ def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
                 f"| {code_span(row['strategy'])} | {row['value']:+.3f} | {_signed(row['ci95'])} | "
                 f"{middle} | {row['wins']}/{row['losses']} | {row['p_holm']:.2g} (/{row['family']}) | {verdict} | "
                 f"{detectable} | {row['cost']['calls_vs_none']:.2f} |"
+            )
+    by_kind = [(kind, row) for kind, table in group.get("by_kind", {}).items() for row in table["lift"]]
+    if len(group.get("by_kind", {})) > 1 and by_kind:
+        lines += [
+            "",
+            "By kind (each its own Holm family):",
+            "",
+            "| kind | probes | pipeline | lift over none | 95% CI | wins/losses | p (Holm) | holds |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for kind, row in by_kind:
+            verdict = "yes" if row["significant"] else "significant loss" if row["harmful"] else "no"
+            lines.append(
+                f"| {code_span(kind)} | {group['by_kind'][kind]['probes']} | {code_span(row['strategy'])} | "
+                f"{row['value']:+.3f} | {_signed(row['ci95'])} | {row['wins']}/{row['losses']} | "
+                f"{row['p_holm']:.2g} (/{row['family']}) | {verdict} |"
             )
     plot = _plot(group, out)
     if plot:

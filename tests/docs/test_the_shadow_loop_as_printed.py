@@ -2,7 +2,8 @@
 from the page itself, the proxy a `contextlift serve` process, in front of a scripted upstream that reads only the
 first and last quarter of its prompt. Only the two exported values (the upstream's URL, the proxy's port) are
 replaced; the test plays the app's part with Lost in the Middle's prompt over nine documents. What the page prints as
-the output (the report's lines, the policy's rule, the headers) is what the run gives."""
+the output (the report's lines, the policy's comments, the headers) is what the run gives: `reorder` recovers the
+middle on the probes whose question names the needle, not on those that test its ranker, and so no rule."""
 
 from __future__ import annotations
 
@@ -66,7 +67,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_the_shadow_loop_reaches_an_auto_rule_as_printed(scripted_upstream: str, tmp_path: Path) -> None:
+REQUESTS = 36
+"""The app's traffic: enough probes of each kind for a kind's lift to hold on its own."""
+
+
+def test_the_shadow_loop_reaches_the_policy_auto_reads_as_printed(scripted_upstream: str, tmp_path: Path) -> None:
     (exports, serve, commands, report, policy, headers) = blocks()
     assert [exports[0], serve[0], commands[0], policy[0]] == ["bash", "bash", "bash", "toml"]
     port = free_port()
@@ -87,14 +92,15 @@ def test_the_shadow_loop_reaches_an_auto_rule_as_printed(scripted_upstream: str,
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: httpx.get(f"{base}/readyz", timeout=2).status_code == 200, "the proxy to be ready", 30)
-        for number in range(12):  # the app's traffic: no strategy named, so each model's default, auto
+        for number in range(REQUESTS):  # the app's traffic: no strategy named, so each model's default, auto
             sent = {**request_body(number), "model": MODEL}
             response = httpx.post(f"{base}/v1/chat/completions", json=sent, timeout=30)
             assert response.status_code == 200, response.text
             assert response.headers["x-context-documents"] == "9"
         sinks = tmp_path / "shadow"
         # Every sample evaluated and its tally written (every 5 s).
-        wait_for(lambda: '"evaluated":12' in "".join(p.read_text() for p in sinks.glob("*.jsonl")), "the tally", 120)
+        tally = f'"evaluated":{REQUESTS}'
+        wait_for(lambda: tally in "".join(p.read_text() for p in sinks.glob("*.jsonl")), "the tally", 180)
         ran = subprocess.run(["bash", "-c", f"{exported}\n{commands[1]}"], cwd=tmp_path, env=environment,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
@@ -105,18 +111,15 @@ def test_the_shadow_loop_reaches_an_auto_rule_as_printed(scripted_upstream: str,
             assert _undated(line) in _undated(written), line
         auto: dict[str, str] = {}
 
-        def rule_applies() -> bool:
+        def policy_read() -> bool:
             sent = {**request_body(100), "model": MODEL}
             auto.update(httpx.post(f"{base}/v1/chat/completions", json=sent, timeout=30).headers)
-            return auto["x-context-policy"].startswith("rule=")
+            return "policy=policy.toml" in auto["x-context-policy"]
 
-        wait_for(rule_applies, "auto to read policy.toml", 30)
+        wait_for(policy_read, "auto to read policy.toml", 30)
         for line in headers[1].splitlines():
             name, value = line.split(": ", 1)
             assert auto[name] == value
-        missed = httpx.post(f"{base}/v1/chat/completions", json={**request_body(101), "model": MODEL,
-                            "messages": [{"role": "user", "content": _six_documents()}]}, timeout=30)  # fmt: skip
-        assert "nearest=probe-your-model-litm; failed=documents 6 not in [9, 9]" in missed.headers["x-context-policy"]
     except BaseException:
         os.killpg(proxy.pid, signal.SIGTERM)
         print(proxy.communicate(timeout=60)[0].decode(errors="replace")[-5000:])
@@ -124,12 +127,6 @@ def test_the_shadow_loop_reaches_an_auto_rule_as_printed(scripted_upstream: str,
     os.killpg(proxy.pid, signal.SIGTERM)
     output, _ = proxy.communicate(timeout=60)
     assert b"Traceback" not in output
-
-
-def _six_documents() -> str:
-    content = str(request_body(101)["messages"][0]["content"])
-    kept = [line for line in content.splitlines() if not re.match(r"Document \[[789]\]", line)]
-    return "\n".join(kept)
 
 
 def _undated(text: str) -> str:

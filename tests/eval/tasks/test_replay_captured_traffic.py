@@ -32,7 +32,7 @@ def answer_for(prompt: str) -> str:
     if prompt.startswith("Ask a factoid question"):
         hall = re.search(r"The (\w+) hall", prompt)
         return json.dumps({"question": "Which hall keeps lanterns?", "answer": hall[1] if hall else "?"})
-    if "access code of" in prompt or "storage unit" in prompt:
+    if "access code of" in prompt or "storage unit" in prompt or "spare key in box" in prompt:
         first = re.search(r"Document \[1\][^\n]*", prompt)
         value = re.search(r"\d{7}", first[0]) if first else None
         return value[0] if value else "I cannot tell"

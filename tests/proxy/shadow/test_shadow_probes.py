@@ -95,42 +95,70 @@ def accuracy(group: dict[str, Any], strategy: str) -> dict[str, float]:
     return {a["position"]: a["value"] for a in group["accuracy"] if a["strategy"] == strategy}
 
 
-def test_a_position_sensitive_upstream_gives_a_u_and_a_rule_for_the_candidate_that_recovers_the_middle(
+def test_a_position_sensitive_upstream_gives_a_u_and_the_rule_follows_the_probes_that_test_the_ranker(
     make_client: Any, fake: FakeUpstream, tmp_path: Path
 ) -> None:
     sink = tmp_path / "shadow.jsonl"
-    client = run_traffic(make_client, fake, lost_in_the_middle, sink, requests=12)
+    client = run_traffic(make_client, fake, lost_in_the_middle, sink, requests=45)
     probes, policy = report_and_policy(tmp_path, sink)
     [group] = probes["groups"]
-    assert (group["model"], group["format"], group["probes"]) == ("fake-model", "litm", 12)
-    assert set(group["kinds"]) == {"literal", "one-hop"}
+    assert (group["model"], group["format"], group["probes"]) == ("fake-model", "litm", 45)
+    assert set(group["kinds"]) == {"literal", "one-hop", "nolima"}
     assert accuracy(group, "none") == {"first": 1.0, "middle": 0.0, "last": 1.0}
     assert group["u_depth"]["none"]["value"] == 1.0
-    assert accuracy(group, "reorder") == {"first": 1.0, "middle": 1.0, "last": 1.0}
-    [lift] = group["lift"]
-    assert (lift["strategy"], lift["wins"], lift["losses"], lift["significant"]) == ("reorder", 12, 0, True)
-    assert lift["p_holm"] < 0.001
-    rule = tomllib.loads(policy)["rule"][0]
-    assert (rule["strategy"], rule["model"], rule["formats"], rule["documents"]) == ("reorder", "fake-model",
-                                                                                   ["litm"], [9, 9])  # fmt: skip
-    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/reorder"
-    assert (rule["evidence"]["n"], rule["evidence"]["correction"]) == (36, "holm/1")
+    by_kind = group["by_kind"]
+    # Where the question names the needle, the lexical ranker finds it: reorder recovers the middle every time.
+    for kind in ("literal", "one-hop"):
+        assert accuracy(by_kind[kind], "reorder") == {"first": 1.0, "middle": 1.0, "last": 1.0}
+        [named] = by_kind[kind]["lift"]
+        assert (named["wins"], named["losses"]) == (by_kind[kind]["probes"], 0)
+    assert any(by_kind[kind]["lift"][0]["significant"] for kind in ("literal", "one-hop"))
+    # Where it must make a hop, the lexical ranker scores every document alike: reorder keeps the client's order,
+    # and the needle's document stays where the upstream does not read.
+    [hard] = by_kind["nolima"]["lift"]
+    assert accuracy(by_kind["nolima"], "reorder") == {"first": 1.0, "middle": 0.0, "last": 1.0}
+    assert (hard["wins"], hard["significant"]) == (0, False)
+    # The rule follows the harder kind: none for reorder, and the policy says why.
+    assert "[[rule]]" not in policy
+    assert "reorder: its lift holds on the one-hop probes" in policy or "holds on the literal probes" in policy
+    assert "nolima probes that test its ranker" in policy
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Positional probes" in report
+    assert "By kind (each its own Holm family):" in report
     assert "![probe accuracy by position](plots/" in report
-    # Per position and pipeline, in the metrics too (12 probes: none is wrong in the middle each time).
-    assert metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="none", outcome="wrong") == 12
-    assert (
-        metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="reorder", outcome="correct")
-        == 12
-    )
+    # Per position and pipeline, in the metrics too (45 probes: none is wrong in the middle each time).
+    assert metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="none", outcome="wrong") == 45
 
-    # The loop closes: auto, reading the policy written from the probes, applies reorder to such a request.
+
+def test_a_probe_rule_for_a_ranked_strategy_rests_on_the_probes_that_test_its_ranker(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    """Where the ranker passes the probes that test it, the rule is written from them, and `auto` applies it."""
+    out = tmp_path / "report"
+    out.mkdir()
+    lift = {"strategy": "reorder", "value": 0.4, "ci95": [0.2, 0.6], "n": 36, "wins": 14, "losses": 0, "p": 1e-4,
+            "p_holm": 1e-4, "family": 1, "test": "mcnemar-exact", "middle": 1.0, "detectable": 0.2,
+            "significant": True, "harmful": False, "cost": {"calls_vs_none": 1.0, "p50_s_vs_none": 1.0}}  # fmt: skip
+    weaker = {**lift, "value": 0.3, "wins": 11}
+    group = {"model": "fake-model", "format": "litm", "probes": 24, "kinds": {"literal": 12, "nolima": 12},
+             "documents": [9, 9], "first": "2026-11-27T10:00:00Z", "last": "2026-11-27T11:00:00Z",
+             "strategies": ["none", "reorder"], "errors": {}, "accuracy": [], "u_depth": {}, "lift": [lift],
+             "by_kind": {"literal": {"probes": 12, "lift": [lift]},
+                         "nolima": {"probes": 12, "lift": [weaker]}}}  # fmt: skip
+    (out / "probes.json").write_text(json.dumps({"kind": "contextlift-shadow-probes", "groups": [group]}))
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml")]) == 0
+    policy = (tmp_path / "policy.toml").read_text()
+    rule = tomllib.loads(policy)["rule"][0]
+    assert (rule["strategy"], rule["formats"], rule["documents"]) == ("reorder", ["litm"], [9, 9])
+    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/nolima/reorder"
+    assert rule["evidence"]["lift"] == 0.3, "the nolima probes' lift, not the literal ones'"
+    assert "Its lift is read from the nolima probes alone: they are the ones that test its ranker." in policy
+
     fake.queue(lost_in_the_middle)
     auto = make_client(policy_file=str(tmp_path / "policy.toml"))
     response = auto.post("/v1/chat/completions", json=request_body(99), headers={"X-Context-Strategy": "auto"})
     assert response.headers["x-context-strategy"].startswith("reorder")
-    assert "report#probes/fake-model/litm/reorder" in response.headers["x-context-policy"]
+    assert "report#probes/fake-model/litm/nolima/reorder" in response.headers["x-context-policy"]
 
 
 def test_a_position_blind_upstream_gives_a_flat_table_and_no_rule(
@@ -153,8 +181,8 @@ def test_probes_keep_no_text_without_capture_and_spend_from_the_budget(
     sink = tmp_path / "shadow.jsonl"
     run_traffic(make_client, fake, lost_in_the_middle, sink, requests=1)
     record = json.loads(sink.read_text())
-    probe_prompts = [prompt_text(r) for r in fake.requests if "access code" in prompt_text(r) or "storage unit"
-                     in prompt_text(r)]  # fmt: skip
+    needles = ("access code", "storage unit", "spare key")
+    probe_prompts = [prompt_text(r) for r in fake.requests if any(words in prompt_text(r) for words in needles)]
     # none, served (none again: run once) and reorder, each at three positions; the client's own call untouched.
     assert len(probe_prompts) == 2 * 3
     assert "access code" not in prompt_text(fake.requests[0])
@@ -165,6 +193,7 @@ def test_probes_keep_no_text_without_capture_and_spend_from_the_budget(
     assert needle_value.group() not in text
     assert "access code" not in text
     assert "storage unit" not in text
+    assert "spare key" not in text
     assert "surveyed" not in text  # no document text either
     assert {(r["strategy"], r["position"]) for r in record["probe"]["runs"]} == {
         (s, p) for s in ("none", "reorder") for p in ("first", "middle", "last")
@@ -215,4 +244,4 @@ def test_replicas_sharing_a_volume_write_a_sink_each_and_one_report_reads_them_a
     probes, policy = report_and_policy(tmp_path, shared)
     [group] = probes["groups"]
     assert group["probes"] == 12
-    assert tomllib.loads(policy)["rule"][0]["strategy"] == "reorder"
+    assert "fake-model / litm: 12 probes from live traffic" in policy

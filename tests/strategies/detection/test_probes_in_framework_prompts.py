@@ -5,6 +5,7 @@ is not changed. Skipped without Lost in the Middle's oracle file (tests/benchmar
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 
@@ -53,11 +54,45 @@ def test_fresh_names_and_values_occur_nowhere_in_the_request() -> None:
     for seed in range(50):
         probe = make_probe(request, seed)
         assert probe is not None
-        name = (
-            probe.question.split(" of ")[-1].rstrip("?") if probe.kind == "literal" else probe.needle.split(" rents")[0]
-        )
-        assert all(part.lower() not in text for part in name.split())
+        named = probe.needle.split(" rents")[0].split(" keeps")[0].split(" is ")[0]
+        names = [named.removeprefix("The access code of ")]
+        assert all(part.lower() not in text for name in names for part in name.split())
         assert probe.value not in text
+    assert {make_probe(request, seed).kind for seed in range(50)} == set(KINDS)  # type: ignore[union-attr]
+
+
+_STOP = {"the", "a", "an", "in", "of", "to", "has", "been", "which", "whoever", "is", "what"}
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,?").lower() for w in text.split()} - _STOP
+
+
+def test_a_nolima_question_shares_no_word_with_its_needle_and_its_distractors_do() -> None:
+    from strategies.rankers.lexical import Lexical
+
+    request = parse_request(copy.deepcopy(PROMPTS["llamaindex-query-engine"].body))
+    found_first = placements = 0
+    for seed in range(40):
+        probe = make_probe(request, seed, kind="nolima")
+        assert probe is not None
+        assert not _words(probe.question) & _words(probe.needle)
+        assert len(probe.distractors) == 2
+        assert all(probe.document != index for index, _ in probe.distractors)
+        person = probe.needle.split(" keeps")[0]
+        for _, sentence in probe.distractors:
+            assert sentence.startswith(person)
+            assert not any(c.isdigit() for c in sentence)
+            assert not _words(sentence) & _words(probe.question)
+        for placed in place_probe(request, probe):
+            asked = placed.request
+            scores = asyncio.run(Lexical().scores(asked.question, asked.documents, None))  # type: ignore[arg-type]
+            best = max(range(len(scores)), key=lambda i: scores[i])
+            found_first += best == placed.index
+            placements += 1
+    # What the probe is for: a ranker that matches words finds the needle's document no more often than the
+    # client's order does (first in a third of the placements: where the probe put it first).
+    assert found_first / placements <= 0.4
 
 
 def test_scoring_finds_the_value_and_only_it() -> None:
