@@ -36,7 +36,12 @@ COMMANDS_GROUP = "contextlift.commands"
 log = structlog.get_logger("contextlift")
 
 
-def _parser() -> argparse.ArgumentParser:
+BUILT_IN = ("serve", "local-model", "detect", "healthcheck")
+
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; the plugin commands (the evaluation's) only where `argv` names no built-in
+    command: loading them imports their modules, ~100-150 ms of a `serve`'s start that serving never uses."""
     parser = argparse.ArgumentParser(prog="contextlift", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -77,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--url", help="default: http://127.0.0.1:<port>/healthz from the settings")
     health.add_argument("--config", type=Path, help="TOML file of settings")
     health.set_defaults(run=_healthcheck, logs=False)
-    _plugin_commands(commands)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not (words and words[0] in BUILT_IN):
+        _plugin_commands(commands)
     return parser
 
 
@@ -90,7 +97,7 @@ def _plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     if not getattr(args, "settings", True):
         return int(args.run(args, None))
     overrides = args.settings_overrides(args) if getattr(args, "settings_overrides", None) else {}
