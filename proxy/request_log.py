@@ -58,6 +58,8 @@ class RequestRecord:
     """For `auto`: the rule applied and its evidence (`X-Context-Policy`)."""
     order: DocumentOrder | None = None
     """Where the client's documents went upstream, once the transforms have run (`X-Context-Order`)."""
+    scores: str | None = None
+    """Each ranked step's ranking (`X-Context-Scores`), where the request asked with `X-Context-Debug: scores`."""
     shadow: ShadowCase | None = None
     """Set when the request was sampled for shadow evaluation: what was served, for the evaluation to compare."""
     on_complete: Callable[[RequestRecord, float], None] | None = None
@@ -96,6 +98,7 @@ class RequestRecord:
             "x-context-overhead-ms": f"{self.overhead_ms():.1f}",
             **({"x-context-policy": self.policy} if self.policy is not None else {}),
             **self._order_headers(),
+            **({"x-context-scores": self.scores} if self.scores is not None else {}),
         }
 
     def _order_headers(self) -> dict[str, str]:

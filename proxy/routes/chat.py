@@ -5,7 +5,7 @@ the answer relayed (whole, streamed through, or streamed once every call is in).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -36,6 +36,7 @@ from strategies import (
     AppliedStep,
     ChatRequest,
     Completion,
+    Document,
     DocumentLimitError,
     DocumentOrder,
     Pipeline,
@@ -43,6 +44,7 @@ from strategies import (
     UpstreamFailure,
     document_order,
     parse_request,
+    render_rankings,
     run_pipeline,
 )
 from strategies.rankers import rank_documents
@@ -122,6 +124,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     record.applied = result.steps
     if chat.documents:
         record.order = _order_sent(pipeline, chat, result)
+        if _debug_asks(request.headers, "scores"):
+            record.scores = _scores(result.steps, chat.documents)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -218,6 +222,23 @@ async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxySt
         )
     except DocumentLimitError as error:
         raise PayloadTooLarge(str(error), param="documents") from None
+
+
+DEBUG_HEADER = "x-context-debug"
+"""What a request asks the response to show besides the usual headers: `scores` (each ranked step's ranking)."""
+MAX_SCORES_HEADER = 4096
+"""Characters of `X-Context-Scores` at most: a response head stays well under the 8 KiB a proxy in front accepts."""
+
+
+def _debug_asks(headers: Any, what: str) -> bool:
+    value = headers.get(DEBUG_HEADER) or ""
+    return what in {word.strip().lower() for word in value[:256].split(",")}
+
+
+def _scores(steps: Sequence[AppliedStep], documents: Sequence[Document]) -> str:
+    """`X-Context-Scores`: the rankings (`strategies.render_rankings`), `none` where no step ranked, bounded."""
+    rendered = render_rankings(steps, documents) or "none"
+    return rendered if len(rendered) <= MAX_SCORES_HEADER else rendered[: MAX_SCORES_HEADER - 3] + "..."
 
 
 def _order_sent(pipeline: Pipeline, chat: ChatRequest, result: PipelineResult) -> DocumentOrder | None:
