@@ -61,6 +61,8 @@ class _Record(BaseModel):
     probe: _Probe | None = None
     model: str = ""
     position_sensitive: bool | None = None
+    served_margin: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    """The served pipeline's first ranking's margin, where it ranked (a forged value off [0, 1] skips the line)."""
     time: str = ""
     calls: float = 0.0
     tokens: float = 0.0

@@ -127,6 +127,37 @@ def _sample_lines(counts: dict[str, Any] | None, records: int) -> list[str]:
     return [*lines, ""]
 
 
+def _margin_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The served rankings' margins (the top score's lead over the second, as a share of its lead over the last):
+    their spread, and the position-sensitive share on either side of their median. Nothing where no served pipeline
+    ranked."""
+    ranked = [
+        (float(r["served_margin"]), r.get("position_sensitive"))
+        for r in records
+        if isinstance(r.get("served_margin"), (int, float)) and math.isfinite(float(r["served_margin"]))
+    ]
+    if not ranked:
+        return []
+    margins = sorted(m for m, _ in ranked)
+    low, median, high = (float(np.percentile(margins, q)) for q in (25, 50, 75))
+    lines = [
+        "",
+        "## Served rankings",
+        "",
+        f"{len(ranked)} served requests ranked their documents; the first ranking's margin (its first document's "
+        f"lead over its second, as a share of its lead over its last; `ranker_margin` in a policy): median "
+        f"{median:.3f}, quartiles {low:.3f} to {high:.3f}. A small margin is a ranking the ranker was not sure of.",
+        "",
+        "| margin | requests | position-sensitive | 95% CI |",
+        "|---|---|---|---|",
+    ]
+    for label, part in ((f"below {median:.3f}", [s for m, s in ranked if m < median]),
+                        (f"{median:.3f} or more", [s for m, s in ranked if m >= median])):  # fmt: skip
+        share = estimate([float(s) for s in part if s is not None])
+        lines.append(f"| {label} | {len(part)} | {_share(share)} | {_interval(share)} |")
+    return lines
+
+
 def render_markdown(
     records: Sequence[dict[str, Any]],
     source: str,
@@ -171,6 +202,7 @@ def render_markdown(
             f"{_ratio(c['tokens_ratio'])} | {_ratio(c['seconds_ratio'])} {_interval(c['seconds_ratio'], ratio=True)} "
             f"| {c['agrees'].n} |"
         )
+    lines += _margin_lines(records)
     lines += [*([""] if probes else []), *probes]
     lines += ["", "## Per day", "", "| day | requests | position-sensitive | 95% CI |", "|---|---|---|---|"]
     for day, group in _by_day(records):

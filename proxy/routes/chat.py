@@ -122,6 +122,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
             record.error = getattr(error, "code", type(error).__name__)
         raise
     record.applied = result.steps
+    if record.shadow is not None:
+        record.shadow.served_margin = next((s.ranking.margin() for s in result.steps if s.ranking is not None), None)
     if chat.documents:
         record.order = _order_sent(pipeline, chat, result)
         if _debug_asks(request.headers, "scores"):

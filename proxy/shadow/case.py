@@ -47,6 +47,9 @@ class ShadowCase:
     model: str | None
     shape: str | None = None
     """The document shape serving looked for (a pipeline's `format=`), which the worker looks for again."""
+    served_margin: float | None = None
+    """The served pipeline's first ranking's margin (`strategies.rankers.ranker_margin`): None where no step ranked
+    or its ranker fell back. The report shows it beside what was measured."""
     pieces: list[str] = field(default_factory=list)
     unusable: bool = False
     """The served answer could not be read (an upstream's malformed answer): nothing to compare with."""

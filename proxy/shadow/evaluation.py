@@ -323,6 +323,7 @@ class Shadow:
             "format": detected_format(request),
             "documents": len(request.documents),
             "served": case.served.label,
+            "served_margin": None if case.served_margin is None else round(case.served_margin, 4),
             "answer": _digest(served),
             "calls": served_calls,
             "tokens": served_tokens,

@@ -245,3 +245,23 @@ def test_replicas_sharing_a_volume_write_a_sink_each_and_one_report_reads_them_a
     [group] = probes["groups"]
     assert group["probes"] == 12
     assert "fake-model / litm: 12 probes from live traffic" in policy
+
+
+def test_the_served_rankings_margin_is_kept_and_reported(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    fake.queue(*[lost_in_the_middle] * 200)
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_sink=str(sink),
+                         shadow_strategies=["none"], shadow_calls_per_minute=100_000)  # fmt: skip
+    for number in range(4):
+        headers = {"X-Context-Strategy": "reorder; ranker=lexical" if number % 2 else "none"}
+        assert client.post("/v1/chat/completions", json=request_body(number), headers=headers).status_code == 200
+    settle(client)
+    records = [json.loads(line) for line in sink.read_text().splitlines() if '"served"' in line]
+    margins = {r["served"]: r["served_margin"] for r in records}
+    assert margins["none"] is None
+    assert 0.0 <= margins["reorder; ranker=lexical"] <= 1.0
+    out = tmp_path / "report"
+    assert main(["shadow-report", str(sink), "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "## Served rankings" in report
+    assert "2 served requests ranked their documents" in report
