@@ -181,9 +181,9 @@ def youden_threshold(scored: Sequence[tuple[float, bool]]) -> float | None:
 
 
 def _above_below(scored: Sequence[tuple[float | None, bool]], threshold: float | None) -> dict[str, Any]:
-    known = [(m, r) for m, r in scored if m is not None]
+    known = [(m, r) for m, r in scored if m is not None and threshold is not None]  # no threshold: nothing to check
     above = [r for m, r in known if threshold is not None and m >= threshold]
-    below = [r for m, r in known if threshold is None or m < threshold]
+    below = [r for m, r in known if threshold is not None and m < threshold]
     return {"n_above": len(above), "right_above": sum(above), "n_below": len(below), "right_below": sum(below)}
 
 
