@@ -60,7 +60,8 @@ def _signal_section(rows: Sequence[dict[str, Any]]) -> list[str]:
         "those where it is wrong, each question once (its case with the gold first: its other positions are the same "
         "documents in another order, ranked alike). `margin`: the ranker's first unit's lead over its second, as a "
         "share of its lead over its last (`ranker_margin` in a policy); its AUC (0.5: no better than chance) with "
-        "Hanley and McNeil's 95% interval; a threshold chosen on the questions of even sample number (Youden's J), "
+        "Hanley and McNeil's 95% interval (widened to Wilson's on the smaller side's count, where that is wider); a "
+        "threshold chosen on the questions of even sample number (Youden's J), "
         "and on the odd ones the share right at or above it and below it. `agree`: lexical and minilm rank the same "
         "unit first; the share right where they agree and where they do not, on every question. `all` pools the "
         "variants: the proxy cannot tell them apart in a request.",

@@ -23,7 +23,7 @@ from typing import Any
 
 from eval.case_rankings import pipeline_ranker
 from eval.cases import REASKED, Sample
-from eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, pairs_to_decide
+from eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, pairs_to_decide, wilson
 
 BASELINE = "none"
 AGREEMENT = ("lexical", "minilm")
@@ -149,7 +149,8 @@ def ranker_check(samples: Sequence[Sample]) -> dict[str, int]:
 
 def auc(positives: Sequence[float], negatives: Sequence[float]) -> tuple[float, list[float]]:
     """The chance that a positive scores above a negative (ties count half), with Hanley and McNeil's (1982) 95%
-    interval; NaN where either side is empty."""
+    interval, widened to Wilson's on the smaller side's count where that is wider: Hanley and McNeil's shrinks to a
+    point at 0 and 1, which a handful of questions reach by chance. NaN where either side is empty."""
     n1, n0 = len(positives), len(negatives)
     if not n1 or not n0:
         return math.nan, [math.nan, math.nan]
@@ -158,7 +159,8 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> tuple[float, 
     q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
     variance = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
     half = Z95 * math.sqrt(max(0.0, variance))
-    return a, [max(0.0, a - half), min(1.0, a + half)]
+    low, high = wilson(a, min(n1, n0))
+    return a, [max(0.0, min(a - half, low)), min(1.0, max(a + half, high))]
 
 
 def youden_threshold(scored: Sequence[tuple[float, bool]]) -> float | None:

@@ -104,6 +104,10 @@ def test_auc_and_threshold_by_hand() -> None:
     assert value == pytest.approx(5 / 6)
     assert 0 <= low < value < high <= 1
     assert auc([0.5], [0.5])[0] == 0.5
+    perfect, (low, high) = auc([0.9, 0.8], [0.1])
+    assert perfect == 1.0
+    assert low < 0.25  # one negative: no interval as narrow as a point
+    assert high == 1.0
     assert youden_threshold([(0.9, True), (0.8, True), (0.4, True), (0.5, False), (0.1, False)]) == pytest.approx(0.65)
     assert youden_threshold([(0.9, True), (0.1, True)]) is None
 
