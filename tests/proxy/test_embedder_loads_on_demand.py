@@ -11,6 +11,7 @@ that a test can hold open or make fail, and that installs a fake model instead o
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import threading
@@ -71,6 +72,16 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+@pytest.fixture(autouse=True)
+def logs_at_every_level() -> Iterator[None]:
+    """Loggers that pass info lines on: a test before these that left structlog filtering at warning (an eval's
+    in-process proxy logs warnings only) had the start-up line dropped before `capture_logs` could see it."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET))
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture

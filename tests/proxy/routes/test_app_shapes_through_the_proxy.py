@@ -14,7 +14,7 @@ import pytest
 from tests.fakes import FakeUpstream
 from tests.strategies.app_prompts import AppShape, app_shapes
 from tests.strategies.app_prompts.outcome import parse_as_detect_does, slot_texts
-from tests.strategies.detection.test_app_shapes_never_wrong import INTACT
+from tests.strategies.detection.app_shapes.test_app_shapes_never_wrong import INTACT
 
 MOVE = "reorder; ranker=lexical; order=descending"
 SHAPES = app_shapes()
