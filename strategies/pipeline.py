@@ -198,7 +198,7 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
                 request = await _in_place_of_a_move(step, request, context, fallback=not fell_back)
                 fell_back = True
             continue
-        context.applied.append(AppliedStep(step.strategy.name, step.label))
+        context.applied.append(AppliedStep(step.strategy.name, step.label, explicit=step.explicit))
         with _step_span(step, request, context.services):
             request = await step.strategy.transform(request, step.params, context)
     return request

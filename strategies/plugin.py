@@ -264,6 +264,8 @@ class AppliedStep:
     name: str
     label: str
     notes: list[str] = field(default_factory=list)
+    explicit: tuple[str, ...] = ()
+    """The parameters the request set (the others took their defaults)."""
     ranking: Ranking | None = None
     """The ranking the step ranked by, when it ranked (`rank`)."""
     ranked: tuple[Document, ...] = ()
@@ -318,6 +320,17 @@ async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ra
         context.applied[-1].ranking = ranking
         context.applied[-1].ranked = tuple(request.documents)
     return ranking
+
+
+def note_unmeasured(context: StepContext, ranking: Ranking, parameter: str, measured_with: frozenset[str]) -> None:
+    """Say `unmeasured-with=RANKER` where the running step left `parameter` at a default that was measured with
+    other rankers only (a margin tuned on cosine similarities, read on BM25's rescaled scores): a drop can then be
+    explained from the header."""
+    step = context.applied[-1] if context.applied else None
+    if step is None or parameter in step.explicit or ranking.fallback is not None:
+        return
+    if ranking.ranker not in measured_with:
+        context.note(f"unmeasured-with={ranking.ranker}")
 
 
 async def send_once(request: ChatRequest, upstream: Upstream) -> StrategyOutcome:

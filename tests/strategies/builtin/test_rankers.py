@@ -144,7 +144,17 @@ async def test_filter_reads_an_unbounded_rankers_scores_rescaled() -> None:
     order, applied = await placed("filter; ranker=lexical", HARD, "Where was Ravel Oduya born in Osk?", Services())
     assert HARD[1] in order
     assert len(order) < len(HARD)
-    assert applied.startswith("filter; ranker=lexical; dropped=")
+    # The margin's default was measured with MiniLM only: read on BM25's scale, the step says so.
+    assert applied.startswith("filter; ranker=lexical; unmeasured-with=lexical; dropped=")
+
+
+async def test_a_margin_the_request_set_or_a_ranker_it_was_measured_with_says_nothing_more() -> None:
+    question = "Where was Ravel Oduya born in Osk?"
+    _, applied = await placed("filter; ranker=lexical; margin=0.5", HARD, question, Services())
+    assert "unmeasured-with" not in applied
+    services = Services(embedder=FakeEmbedder())
+    _, applied = await placed("filter; ranker=minilm", HARD, question, services)
+    assert "unmeasured-with" not in applied
 
 
 def test_an_unknown_ranker_is_refused_when_the_selection_resolves() -> None:

@@ -3,6 +3,7 @@ for arbitrary text."""
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -140,7 +141,11 @@ def separated(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
 
 
 def xml_titled(docs: list[tuple[str | None, str]], head: str, tail: str) -> str:
-    sources = "\n".join(f'<source id="{i}" name="{t or "f"}">{x}</source>' for i, (t, x) in enumerate(docs, 1))
+    # A file name as an attribute holds no quote or angle bracket: escaped, as a well-formed tag writes it.
+    names = [html.escape(t or "f", quote=True) for t, _ in docs]
+    sources = "\n".join(
+        f'<source id="{i}" name="{n}">{x}</source>' for i, (n, (_, x)) in enumerate(zip(names, docs, strict=True), 1)
+    )
     return f"{head}\n<context>\n{sources}\n</context>\n{tail}"
 
 
