@@ -33,21 +33,24 @@ LABELS = {
     "reference-langchain-chunks": {},
     "reference-focus-repeat": {},
     "reference-focus-chunks": {},
+    "reference-unmovable": {},
+    "reference-unmovable-chunks": {},
 }
 REGIMES = {"easy": "standard", "hard": "hard"}
 PROBES, PROBES_HEADING = "probes", "Positional probes"
 """A shadow report's probe table (its probes.json), in its own section of the page."""
 
 
-def rows() -> list[tuple[str, str, list[str]]]:
-    """(report, variant, cells) of each table row on the page, with the report and regime it sits under."""
+def rows(start: str = "| `") -> list[tuple[str, str, list[str]]]:
+    """(report, variant, cells) of each table row on the page that starts with `start`, with the report and regime
+    it sits under."""
     found = []
     report = variant = ""
     for line in PAGE.read_text().splitlines():
         if line.startswith("### "):
             regime = (v for word, v in REGIMES.items() if f"{word} distractors" in line)
             variant = PROBES if PROBES_HEADING in line else next(regime)
-        elif line.startswith("| `"):
+        elif line.startswith(start):
             found.append((report, variant, [c.strip() for c in line.strip("|").split("|")]))
         elif match := re.search(r"\[([\w-]+)\]\(\1/report\.md\)", line):
             report = match[1]
@@ -79,6 +82,28 @@ def test_every_table_row_is_its_reports_figures() -> None:
         assert (holds == "yes") == significant(row), (report, pipeline)
         checked += 1
     assert checked >= 18, "the tables of the page were not found"
+
+
+def test_every_row_split_by_the_ranker_is_its_reports_figures() -> None:
+    """A row of a table split by whether the ranker was right (`| right |`, `| wrong |`): the pairs, lift,
+    interval, wins/losses, p (Holm) and A/A floor of that half in the report's `ranker_split`."""
+    checked = 0
+    for report, variant, cells in rows("| right |") + rows("| wrong |"):
+        half, pipeline, n, lift, ci, wins_losses, p, floor = cells
+        strategy = re.match(r"`([^`]+)`", pipeline)
+        assert strategy, pipeline
+        split = json.loads((RESULTS / report / "results.json").read_text())["ranker_split"]
+        (row,) = [r for r in split if (r["variant"], r["strategy"], r["half"]) == (variant, strategy[1], half)]
+        assert n == str(row["n"]), (report, pipeline, half)
+        if row["n"]:
+            low, high = row["ci95"]
+            assert lift == f"{row['value']:+.3f}", (report, pipeline, half)
+            assert ci == f"[{low:+.3f}, {high:+.3f}]", (report, pipeline, half)
+            assert p == f"{row['p_holm']:.2g} /{row['family']}", (report, pipeline, half)
+        assert wins_losses == f"{row['wins']}/{row['losses']}", (report, pipeline, half)
+        assert floor == ("-" if row["floor"] is None else f"{row['floor']:.3f} ({row['reasked']})")
+        checked += 1
+    assert checked >= 12, "the split tables of the page were not found"
 
 
 def check_probe_row(report: str, cells: list[str]) -> None:
