@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,9 @@ from proxy.errors import ProxyError
 from proxy.remote_rankers import build_rankers
 from proxy.settings import Settings, SettingsError
 from strategies import (
-    AppliedStep,
     ChatRequest,
     Completion,
     CompletionStream,
-    Document,
     DocumentLimitError,
     DocumentLimits,
     Services,
@@ -33,6 +31,7 @@ from strategies import (
     explain_detection,
     parse_request,
     parse_selection,
+    rankings_of,
     render_applied,
     render_explanation,
 )
@@ -135,33 +134,9 @@ async def _preview(
         "order": None if order is None else ("kept" if order.kept else list(order.sent)),
         "dropped": [] if order is None else list(order.dropped),
         "executor": executor.label if executor is not None and executor.strategy.runs_on(sent) else None,
-        "rankings": _rankings(context.applied, request.documents),
+        "rankings": rankings_of(context.applied, request.documents),
         "body": sent.render() if steps else body,
     }
-
-
-def _rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list[dict[str, Any]]:
-    """Each ranked step's ranking: the ranker, its margin (or why it fell back), and every document it scored with
-    its rank, its score and the client's number for it (null for a document a step wrote)."""
-    number_of = {id(document): number for number, document in enumerate(found, start=1)}
-    rankings = []
-    for step in steps:
-        ranking = step.ranking
-        if ranking is None:
-            continue
-        rankings.append(
-            {
-                "step": step.label,
-                "ranker": ranking.ranker,
-                "fallback": ranking.fallback,
-                "margin": ranking.margin(),
-                "documents": [
-                    {"rank": rank, "document": number_of.get(id(step.ranked[i])), "score": ranking.scores[i]}
-                    for rank, i in enumerate(ranking.order(), start=1)
-                ],
-            }
-        )
-    return rankings
 
 
 def _render_preview(preview: Mapping[str, Any]) -> str:

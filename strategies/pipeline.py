@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import trace
 
@@ -128,30 +129,50 @@ MAX_SCORED = 32
 kilobyte per step whatever the request carries."""
 
 
-def render_rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> str | None:
-    """Each ranked step's ranking, best first, as `X-Context-Scores` says it: `reorder; ranker=lexical;
-    margin=0.412: 3=2.731, 1=1.204, 2=0`, the client's document numbers (1 for its first; `#k` for a document a step
-    wrote, the k-th it ranked) with their scores, steps joined by ` | `; a ranker that fell back says so
-    (`fallback=no-embedder`). None when no step ranked."""
+def rankings_of(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list[dict[str, Any]]:
+    """Each ranked step's ranking: the step, the ranker, its margin (or why it fell back), and every document it
+    scored, best first, with its rank, its score, its place among those ranked and the client's number for it (None
+    for a document a step wrote)."""
     number_of = {id(document): number for number, document in enumerate(found, start=1)}
+    return [
+        {
+            "step": step.label,
+            "name": step.name,
+            "ranker": ranking.ranker,
+            "fallback": ranking.fallback,
+            "margin": ranking.margin(),
+            "documents": [
+                {
+                    "rank": rank,
+                    "document": number_of.get(id(step.ranked[i])),
+                    "place": i + 1,
+                    "score": ranking.scores[i],
+                }
+                for rank, i in enumerate(ranking.order(), start=1)
+            ],
+        }
+        for step in steps
+        if (ranking := step.ranking) is not None
+    ]
+
+
+def render_rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> str | None:
+    """`rankings_of` as `X-Context-Scores` says it: `reorder; ranker=lexical; margin=0.412: 3=2.731, 1=1.204, 2=0`,
+    the client's document numbers (1 for its first; `#k` for a document a step wrote, the k-th it ranked) with
+    their scores, steps joined by ` | `; a ranker that fell back says so (`fallback=no-embedder`). None when no step
+    ranked."""
     rendered = []
-    for step in steps:
-        ranking = step.ranking
-        if ranking is None:
+    for ranking in rankings_of(steps, found):
+        head = f"{ranking['name']}; ranker={ranking['ranker']}"
+        if ranking["fallback"] is not None:
+            rendered.append(f"{head}; fallback={ranking['fallback']}")
             continue
-        head = f"{step.name}; ranker={ranking.ranker}"
-        if ranking.fallback is not None:
-            rendered.append(f"{head}; fallback={ranking.fallback}")
-            continue
-        margin = ranking.margin()
-        if margin is not None:
-            head += f"; margin={margin:.3f}"
-        order = ranking.order()
-        entries = [
-            f"{number_of.get(id(step.ranked[i]), f'#{i + 1}')}={ranking.scores[i]:.4g}" for i in order[:MAX_SCORED]
-        ]
-        if len(order) > MAX_SCORED:
-            entries.append(f"...+{len(order) - MAX_SCORED}")
+        if ranking["margin"] is not None:
+            head += f"; margin={ranking['margin']:.3f}"
+        scored = ranking["documents"]
+        entries = [f"{d['document'] or '#' + str(d['place'])}={d['score']:.4g}" for d in scored[:MAX_SCORED]]
+        if len(scored) > MAX_SCORED:
+            entries.append(f"...+{len(scored) - MAX_SCORED}")
         rendered.append(f"{head}: {', '.join(entries)}")
     return " | ".join(rendered) or None
 
