@@ -8,14 +8,14 @@ plan, the runner and its cache, the command line, and `policy_writer`, which rea
 Each room's `__init__.py` says what it may import; `eval` itself may import `proxy` and `strategies`.
 """
 
-from eval.cache import Answer, ResponseCache
-from eval.cases import Case, Grid, Sample, TaskInfo
-from eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
-from eval.report.publish import write_report
-from eval.runner import Runner, Target, jobs, score
-from eval.sources import Sources, find_sources
-from eval.tasks.registry import BuildContext, Option, Task
-from eval.verdicts.results import RunInfo, load_samples
+from contextlift.eval.cache import Answer, ResponseCache
+from contextlift.eval.cases import Case, Grid, Sample, TaskInfo
+from contextlift.eval.plan import PROFILES, TASKS, Plan, build_cases, make_plan
+from contextlift.eval.report.publish import write_report
+from contextlift.eval.runner import Runner, Target, jobs, score
+from contextlift.eval.sources import Sources, find_sources
+from contextlift.eval.tasks.registry import BuildContext, Option, Task
+from contextlift.eval.verdicts.results import RunInfo, load_samples
 
 __all__ = [
     "PROFILES",

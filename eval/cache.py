@@ -35,7 +35,7 @@ class Answer:
     upstream: str | None = None
     """The fingerprint of the upstream that answered (`eval.identity`); None in a line written before it was kept."""
     run: str | None = None
-    """The run that asked (`eval.identity.new_run_id`)."""
+    """The run that asked (`contextlift.eval.identity.new_run_id`)."""
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Answer:

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from eval.cases import Case, Sample
-from eval.metrics import holds_answer
-from strategies import ChatRequest, StrategyRegistry, build_registry, parse_request, parse_selection
-from strategies.embedder import Embedder
-from strategies.rankers import DEFAULT_RANKER, RankerSet, published_rankers, rank_documents
+from contextlift.eval.cases import Case, Sample
+from contextlift.eval.metrics import holds_answer
+from contextlift.strategies import ChatRequest, StrategyRegistry, build_registry, parse_request, parse_selection
+from contextlift.strategies.embedder import Embedder
+from contextlift.strategies.rankers import DEFAULT_RANKER, RankerSet, published_rankers, rank_documents
 
 SIGNAL_RANKERS = ("lexical", "minilm", "fusion")
 """Ranked for every case of a run that has a ranking step: the agreement signal reads lexical's and minilm's."""
@@ -118,7 +118,7 @@ def attach_rankings(cases: Sequence[Case], samples: Sequence[Sample], strategies
 def load_embedder() -> Embedder | None:
     """MiniLM on the CPU, as `eval-rankers` ranks (fp32 on every machine); None without sentence-transformers."""
     try:
-        from strategies import SentenceTransformerEmbedder
+        from contextlift.strategies import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(device="cpu")
     except ImportError:

@@ -1,5 +1,5 @@
 """`contextlift eval` and `contextlift eval-merge`, added to the `contextlift` command through the entry-point
-group `contextlift.commands` (see `proxy.cli`), so that serving never imports the evaluation."""
+group `contextlift.commands` (see `contextlift.proxy.cli`), so that serving never imports the evaluation."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
+from contextlift.eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
 
 if TYPE_CHECKING:
-    from proxy.settings import Settings
+    from contextlift.proxy.settings import Settings
 
 
 def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,7 +62,7 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _eval_rankers(args: argparse.Namespace, _: None) -> int:
-    from eval.ranker_quality import render, run
+    from contextlift.eval.ranker_quality import render, run
 
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -84,7 +84,7 @@ def _eval_rankers(args: argparse.Namespace, _: None) -> int:
 
 def _policy(args: argparse.Namespace, _: None) -> int:
     if args.example:
-        from proxy.policy import example_policy
+        from contextlift.proxy.policy import example_policy
 
         print(example_policy(), end="")
         return 0
@@ -95,7 +95,7 @@ def _policy(args: argparse.Namespace, _: None) -> int:
 
 
 def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -> int:
-    from eval.policy_writer import CostCeiling, write_policy, write_policy_file
+    from contextlift.eval.policy_writer import CostCeiling, write_policy, write_policy_file
 
     if out is not None and out.is_dir():  # before the reports are read: nothing could be written
         print(f"contextlift policy: --out {out} is a folder; name the policy file", file=sys.stderr)
@@ -119,7 +119,7 @@ def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -
 
 
 def _shadow_report(args: argparse.Namespace, _: None) -> int:
-    from eval.report.shadow import write_shadow_report
+    from contextlift.eval.report.shadow import write_shadow_report
 
     try:
         summary = write_shadow_report(args.sinks, args.out)
@@ -147,8 +147,8 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
 
 def _held(strategy: str, group: dict[str, Any]) -> str:
     """A pipeline whose lift holds over all probes, with what the probes that test its ranker say where they differ."""
-    from eval.policy_writer import ranks_documents
-    from strategies.probes import RANKER_KIND
+    from contextlift.eval.policy_writer import ranks_documents
+    from contextlift.strategies.probes import RANKER_KIND
 
     hard = group.get("by_kind", {}).get(RANKER_KIND)
     if hard is None or not ranks_documents(strategy):
@@ -166,7 +166,7 @@ def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from proxy.shadow.budget import local_upstream
+    from contextlift.proxy.shadow.budget import local_upstream
 
     if not args.shard and not args.dry_run and not _can_plot():
         return _reporting_eval_errors(_missing_extra)
@@ -177,9 +177,9 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     elif args.proxy:
         code = _reporting_eval_errors(lambda: run_eval(args, args.proxy, local=False))
     else:
-        from eval.local_proxy import proxy_in_process
+        from contextlift.eval.local_proxy import proxy_in_process
 
-        # The upstream from the settings file too, so that the eval can ask it what it is (eval.identity).
+        # The upstream from the settings file too, so that the eval can ask it what it is (contextlift.eval.identity).
         args.upstream = args.upstream or settings.upstream_url
 
         def through_a_local_proxy() -> int:

@@ -1,5 +1,5 @@
 """`contextlift eval` and `contextlift eval-merge`: the command line of the evaluation module. The proxy is
-reached over HTTP only; `eval.local_proxy` starts one in-process when no `--proxy` is given."""
+reached over HTTP only; `contextlift.eval.local_proxy` starts one in-process when no `--proxy` is given."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from typing import Any
 
 import httpx
 
-from eval.cache import ResponseCache
-from eval.case_rankings import attach_rankings
-from eval.cost import confirmed, estimate, render
-from eval.identity import first_listed_model, identify, new_run_id
-from eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
-from eval.report.publish import read_info, write_report, write_samples
-from eval.runner import Progress, Runner, Target, jobs
-from eval.sources import find_sources
-from eval.tasks import replay
-from eval.verdicts.results import RunInfo, load_samples
+from contextlift.eval.cache import ResponseCache
+from contextlift.eval.case_rankings import attach_rankings
+from contextlift.eval.cost import confirmed, estimate, render
+from contextlift.eval.identity import first_listed_model, identify, new_run_id
+from contextlift.eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
+from contextlift.eval.report.publish import read_info, write_report, write_samples
+from contextlift.eval.runner import Progress, Runner, Target, jobs
+from contextlift.eval.sources import find_sources
+from contextlift.eval.tasks import replay
+from contextlift.eval.verdicts.results import RunInfo, load_samples
 
 
 class EvalError(Exception):

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from eval.cases import Case
-from strategies import build_registry, parse_selection
+from contextlift.eval.cases import Case
+from contextlift.strategies import build_registry, parse_selection
 
 CONFIRM_ABOVE = 1_000
 """Requests past which a run against a remote upstream asks first: the quick profile (92 requests) and a narrowed

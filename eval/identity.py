@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import httpx
 
-from eval.report.literal import LONGEST, code_span, one_line
-from eval.runner import bearer
-from eval.upstream_answers import UnreadAnswer, read_json_object
+from contextlift.eval.report.literal import LONGEST, code_span, one_line
+from contextlift.eval.runner import bearer
+from contextlift.eval.upstream_answers import UnreadAnswer, read_json_object
 
 _LISTED = ("id", "object", "owned_by", "root", "parent", "max_model_len")
 """The fields of a `/v1/models` entry that name what serves the model; others (vLLM's `created` and `permission`,

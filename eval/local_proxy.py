@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 
-from eval.command import EvalError
-from proxy import LocalModelError, Settings, create_app
-from proxy.edge.server import ProxyServer, build_server
-from proxy.local_model import upstream_for
+from contextlift.eval.command import EvalError
+from contextlift.proxy import LocalModelError, Settings, create_app
+from contextlift.proxy.edge.server import ProxyServer, build_server
+from contextlift.proxy.local_model import upstream_for
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
-from eval.cases import Case, Grid
-from eval.sources import Sources
-from eval.tasks import length, litm_kv, litm_qa, multifact, swim
-from eval.tasks.prompt_shapes import PROMPT
-from eval.tasks.registry import Ask, BuildContext, Task
+from contextlift.eval.cases import Case, Grid
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import length, litm_kv, litm_qa, multifact, swim
+from contextlift.eval.tasks.prompt_shapes import PROMPT
+from contextlift.eval.tasks.registry import Ask, BuildContext, Task
 
 TASKS: dict[str, Task] = {t.name: t for t in (litm_qa.TASK, litm_kv.TASK, swim.TASK, length.TASK, multifact.TASK)}
 """Every task, in the report's order; each declares itself in its own module."""

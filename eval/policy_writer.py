@@ -27,11 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eval.report.probes import PROBES_FILE
-from eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
-from eval.verdicts.stats import ALPHA, MIN_DISCORDANT
-from strategies import build_registry
-from strategies.probes import RANKER_KIND
+from contextlift.eval.report.probes import PROBES_FILE
+from contextlift.eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
+from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT
+from contextlift.strategies import build_registry
+from contextlift.strategies.probes import RANKER_KIND
 
 SHAPE_FORMATS = {
     "paper": "litm",
@@ -160,7 +160,7 @@ def _check_reads_back(text: str, meant: dict[str, Any]) -> None:
     """
     from pydantic import ValidationError
 
-    from proxy.policy import PolicyFile  # the proxy's own schema: what is written must load
+    from contextlift.proxy.policy import PolicyFile  # the proxy's own schema: what is written must load
 
     parsed = tomllib.loads(text)
     if parsed != meant:

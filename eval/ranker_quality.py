@@ -20,13 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from eval.cases import Case
-from eval.plan import build_cases, make_plan
-from eval.sources import Sources, find_sources
-from eval.verdicts.stats import wilson
-from strategies import ChatRequest, parse_request
-from strategies.embedder import Embedder
-from strategies.rankers import RankerSet, published_rankers, rank_documents
+from contextlift.eval.cases import Case
+from contextlift.eval.plan import build_cases, make_plan
+from contextlift.eval.sources import Sources, find_sources
+from contextlift.eval.verdicts.stats import wilson
+from contextlift.strategies import ChatRequest, parse_request
+from contextlift.strategies.embedder import Embedder
+from contextlift.strategies.rankers import RankerSet, published_rankers, rank_documents
 
 RANKERS = ("client", "lexical", "minilm", "fusion")
 RETRIEVER_DECAY = 0.6
@@ -168,7 +168,7 @@ def run(
         once = [c for c in cases if c.position == 0 and c.variant == "hard"]  # one case per question
         chosen += retriever_ordered(once, seed)
     if embedder is None and {"minilm", "fusion"} & set(rankers):
-        from strategies import SentenceTransformerEmbedder
+        from contextlift.strategies import SentenceTransformerEmbedder
 
         # On the CPU even where there is a GPU: there MiniLM runs in fp16 on other kernels, whose cosines need not
         # round a near-tie as the committed table's fp32 ones did.

@@ -14,9 +14,9 @@ from typing import Any, TextIO
 
 import httpx
 
-from eval.cache import Answer, ResponseCache, request_key
-from eval.cases import REASKED, Case, Sample
-from eval.metrics import (
+from contextlift.eval.cache import Answer, ResponseCache, request_key
+from contextlift.eval.cases import REASKED, Case, Sample
+from contextlift.eval.metrics import (
     AGREEMENT_METRIC,
     best_subspan_em,
     normalize_answer,

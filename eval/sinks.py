@@ -70,7 +70,7 @@ class _Record(BaseModel):
 
 
 class _Limits(BaseModel):
-    """The settings a tally was written under (proxy.shadow.tally.TallyLimits), whole and finite."""
+    """The settings a tally was written under (contextlift.proxy.shadow.tally.TallyLimits), whole and finite."""
 
     calls_per_minute: _Count = 0
     tokens_per_minute: _Count = 0
@@ -126,7 +126,7 @@ def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
         OSError: a file cannot be read.
     """
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
-    from proxy.shadow.sink import sink_files
+    from contextlift.proxy.shadow.sink import sink_files
 
     files: list[Path] = []
     for path in paths:

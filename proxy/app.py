@@ -22,10 +22,10 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.types import HTTPScope, LifeSpanReceive, LifeSpanScope, LifeSpanSend, Receive, Scope, Send
 
-from proxy.budget import MemoryBudget
-from proxy.edge.admission import Admission, AdmissionMiddleware, send_error
-from proxy.edge.paths import canonical_path, encoded_path
-from proxy.errors import (
+from contextlift.proxy.budget import MemoryBudget
+from contextlift.proxy.edge.admission import Admission, AdmissionMiddleware, send_error
+from contextlift.proxy.edge.paths import canonical_path, encoded_path
+from contextlift.proxy.errors import (
     InvalidPath,
     InvalidRequest,
     MethodNotAllowed,
@@ -34,16 +34,16 @@ from proxy.errors import (
     ProxyError,
     UpstreamStatusError,
 )
-from proxy.observability.telemetry import ServerSpanMiddleware
-from proxy.policy import BUILT_IN, Auto, PolicyError, PolicyMissing, load_policy
-from proxy.remote_rankers import ServiceRanker, build_rankers
-from proxy.routes import ROUTES
-from proxy.settings import Settings, SettingsError
-from proxy.state import EmbedderLoad, ProxyState, proxy_state
-from proxy.upstream.client import StreamLimits, UpstreamClient
-from proxy.upstream.retry import RetryPolicy
-from proxy.upstream.transport import build_transport
-from strategies import (
+from contextlift.proxy.observability.telemetry import ServerSpanMiddleware
+from contextlift.proxy.policy import BUILT_IN, Auto, PolicyError, PolicyMissing, load_policy
+from contextlift.proxy.remote_rankers import ServiceRanker, build_rankers
+from contextlift.proxy.routes import ROUTES
+from contextlift.proxy.settings import Settings, SettingsError
+from contextlift.proxy.state import EmbedderLoad, ProxyState, proxy_state
+from contextlift.proxy.upstream.client import StreamLimits, UpstreamClient
+from contextlift.proxy.upstream.retry import RetryPolicy
+from contextlift.proxy.upstream.transport import build_transport
+from contextlift.strategies import (
     Embedder,
     Params,
     SentenceTransformerEmbedder,
@@ -54,12 +54,12 @@ from strategies import (
     build_registry,
     parse_request,
 )
-from strategies.embedder import EXTRA as EMBEDDINGS_EXTRA
-from strategies.embedder import embeddings_installed
-from strategies.rankers import Ranker, RankerSet, published_rankers
+from contextlift.strategies.embedder import EXTRA as EMBEDDINGS_EXTRA
+from contextlift.strategies.embedder import embeddings_installed
+from contextlift.strategies.rankers import Ranker, RankerSet, published_rankers
 
 if TYPE_CHECKING:  # imported only where shadow_rate > 0: a proxy without shadow never loads it
-    from proxy.shadow.evaluation import Shadow
+    from contextlift.proxy.shadow.evaluation import Shadow
 
 YOUNG_COLLECTION_EVERY = 10_000
 log = structlog.get_logger("contextlift")
@@ -214,7 +214,7 @@ def create_app(
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
         request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
-        logging_config=None,  # structlog is configured by the CLI (proxy.observability.logs), not per app
+        logging_config=None,  # structlog is configured by the CLI (contextlift.proxy.observability.logs), not per app
         debug=False,
     )
 
@@ -244,9 +244,9 @@ def _check_caps(registry: StrategyRegistry, caps: dict[str, float]) -> None:
 def _shadow(
     settings: Settings, state: ProxyState, key: str | None, transport: httpx.AsyncBaseTransport | None
 ) -> Shadow:
-    from proxy.shadow.budget import ShadowBudget
-    from proxy.shadow.evaluation import Shadow
-    from proxy.shadow.sink import ShadowSink, sink_path
+    from contextlift.proxy.shadow.budget import ShadowBudget
+    from contextlift.proxy.shadow.evaluation import Shadow
+    from contextlift.proxy.shadow.sink import ShadowSink, sink_path
 
     candidates = []
     for index, text in enumerate(settings.shadow_strategies):
@@ -299,7 +299,7 @@ def _shadow(
 
 class ProxyApp(Litestar):
     """The Litestar app, given one canonical path per request before it routes: a path that is not plain
-    (see `proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
+    (see `contextlift.proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
 
     async def __call__(
         self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive, send: Send | LifeSpanSend

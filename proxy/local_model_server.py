@@ -11,7 +11,7 @@ the server: every prompt is evaluated from its first token (unless `--contextlif
 names no seed samples with `--contextlift-seed`. llama-cpp-python is pinned in the `local-model` extra, and
 tests/e2e/test_local_model_reproduces.py checks the effect on the real model.
 
-Run as `python -m proxy.local_model_server [--contextlift-...] <llama_cpp.server arguments>`; with
+Run as `python -m contextlift.proxy.local_model_server [--contextlift-...] <llama_cpp.server arguments>`; with
 `--contextlift-identity PATH` it writes what the answers depend on (server version, build, model file, settings)
 there as JSON before the server starts, for the eval's cache key and reports.
 """

@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from strategies import ChatRequest, Pipeline
-from strategies.rankers import ranker_margin as ranker_margin  # read here by the routes and the tests
+from contextlift.strategies import ChatRequest, Pipeline
+from contextlift.strategies.rankers import ranker_margin as ranker_margin  # read here by the routes and the tests
 
 AUTO = "auto"
 """The selection that asks for the policy's choice."""
@@ -214,7 +214,10 @@ def load_policy(path: Path | str, resolve: Callable[[str, str], Pipeline], max_b
     """
     try:
         if str(path) == BUILT_IN:
-            text, source = resources.files("proxy.policies").joinpath("reference.toml").read_text(), BUILT_IN
+            text, source = (
+                resources.files("contextlift.proxy.policies").joinpath("reference.toml").read_text(),
+                BUILT_IN,
+            )
         else:
             # The file name is the policy's name in `X-Context-Policy`: percent-encoded, any name is a valid header.
             text, source = _read_regular(Path(path), max_bytes), quote(Path(path).name, safe="")
@@ -264,7 +267,7 @@ def _read_regular(path: Path, max_bytes: int) -> str:
 
 def example_policy() -> str:
     """A small valid policy file with comments (`contextlift policy --example`)."""
-    return resources.files("proxy.policies").joinpath("example.toml").read_text()
+    return resources.files("contextlift.proxy.policies").joinpath("example.toml").read_text()
 
 
 def _misses(rule: Rule, features: RequestFeatures) -> list[str]:

@@ -33,10 +33,10 @@ import numpy.typing as npt
 from circuitbreaker import CircuitBreaker, CircuitBreakerError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from strategies.rankers import Ranker, RankerFailure, RankerSet
-from strategies.rankers.fusion import Fusion
-from strategies.rankers.minilm import embedding_text
-from strategies.request import Document
+from contextlift.strategies.rankers import Ranker, RankerFailure, RankerSet
+from contextlift.strategies.rankers.fusion import Fusion
+from contextlift.strategies.rankers.minilm import embedding_text
+from contextlift.strategies.request import Document
 
 RANKER_NAME = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 OFF_LOOP_JSON = 64 * 1024

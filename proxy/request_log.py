@@ -15,9 +15,9 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import Message, Scope
 
-from proxy.shadow.case import ShadowCase
-from proxy.upstream.ledger import CallLedger
-from strategies import AppliedStep, DocumentOrder, Pipeline, render_applied
+from contextlift.proxy.shadow.case import ShadowCase
+from contextlift.proxy.upstream.ledger import CallLedger
+from contextlift.strategies import AppliedStep, DocumentOrder, Pipeline, render_applied
 
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client went away before the response was complete."""

@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from proxy.remote_rankers import RankerSetting
-from strategies import SHAPES, DeclaredFormat
-from strategies.detection.limits import DEFAULT_MAX_SCANNED_CHARS
+from contextlift.proxy.remote_rankers import RankerSetting
+from contextlift.strategies import SHAPES, DeclaredFormat
+from contextlift.strategies.detection.limits import DEFAULT_MAX_SCANNED_CHARS
 
 ENV_PREFIX = "CONTEXTLIFT_"
 

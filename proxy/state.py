@@ -13,14 +13,14 @@ import anyio
 import structlog
 from litestar import Request
 
-from proxy.edge.admission import Admission
-from proxy.errors import InvalidStrategy, NotReady
-from proxy.observability.metrics import ProxyMetrics
-from proxy.policy import AUTO, Auto, Policy, PolicyError, load_policy
-from proxy.request_log import RequestLog, RequestRecord
-from proxy.settings import Settings
-from proxy.upstream.client import UpstreamClient
-from strategies import (
+from contextlift.proxy.edge.admission import Admission
+from contextlift.proxy.errors import InvalidStrategy, NotReady
+from contextlift.proxy.observability.metrics import ProxyMetrics
+from contextlift.proxy.policy import AUTO, Auto, Policy, PolicyError, load_policy
+from contextlift.proxy.request_log import RequestLog, RequestRecord
+from contextlift.proxy.settings import Settings
+from contextlift.proxy.upstream.client import UpstreamClient
+from contextlift.strategies import (
     SHAPES,
     DeclaredFormat,
     DocumentLimits,
@@ -31,10 +31,10 @@ from strategies import (
     Tokenizer,
     parse_selection,
 )
-from strategies.selection import NotAStrategyName
+from contextlift.strategies.selection import NotAStrategyName
 
 if TYPE_CHECKING:  # imported by the app only where shadow_rate > 0
-    from proxy.shadow.evaluation import Shadow
+    from contextlift.proxy.shadow.evaluation import Shadow
 
 STRATEGY_HEADER = "X-Context-Strategy"
 log = structlog.get_logger("contextlift.policy")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.settings import Settings, load_settings
-from strategies import DocumentLimits
+from contextlift.proxy.settings import Settings, load_settings
+from contextlift.strategies import DocumentLimits
 from tests.strategies.app_prompts import OUTCOMES, Outcome, app_shapes, shape_outcome
 
 

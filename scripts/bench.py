@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from proxy.local_model import free_port
+from contextlift.proxy.local_model import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL: dict[str, Any] = {
@@ -413,8 +413,8 @@ def main() -> int:
     def serve(port: int, extra: dict[str, str], stderr: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
         python = [sys.executable, "-X", "importtime"] if stderr is not subprocess.DEVNULL else [sys.executable]
         process = subprocess.Popen(
-            [*python, "-m", "proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1", "--port",
-             str(port)],
+            [*python, "-m", "contextlift.proxy.cli", "serve", "--upstream", f"http://127.0.0.1:{fake_port}/v1",
+             "--port", str(port)],
             cwd=ROOT, env={**env, **extra}, stdout=subprocess.DEVNULL, stderr=stderr,
         )  # fmt: skip
         os.sched_setaffinity(process.pid, proxy_core)

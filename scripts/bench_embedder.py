@@ -11,7 +11,7 @@ import random
 import time
 from pathlib import Path
 
-from strategies.embedder import SentenceTransformerEmbedder
+from contextlift.strategies.embedder import SentenceTransformerEmbedder
 
 WORDS = ["river", "city", "capital", "founded", "weaver", "mountain", "copper", "wool", "harbour", "bridge"]
 WORDS += ["library", "mayor", "stone", "winter"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 from tests.strategies.real_chunks import FAMILIES, chunk_prompt
 
 

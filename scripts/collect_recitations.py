@@ -19,11 +19,11 @@ from pathlib import Path
 
 import httpx
 
-from eval.runner import request_body
-from proxy.local_model import LocalModel
-from strategies import Completion, parse_request
-from strategies.builtin.recite import _recitation_body
-from strategies.evidence import answer_text
+from contextlift.eval.runner import request_body
+from contextlift.proxy.local_model import LocalModel
+from contextlift.strategies import Completion, parse_request
+from contextlift.strategies.builtin.recite import _recitation_body
+from contextlift.strategies.evidence import answer_text
 from tests.strategies.recitations import recitation_cases
 
 MODEL = "smollm2-135m-instruct"

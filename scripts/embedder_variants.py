@@ -39,11 +39,11 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.plan import build_cases, make_plan  # noqa: E402
-from eval.sources import find_sources  # noqa: E402
-from strategies import parse_request  # noqa: E402
-from strategies.embedder import CPU_BATCH, bundled_model_dir  # noqa: E402
-from strategies.rankers.minilm import embedding_text  # noqa: E402
+from contextlift.eval.plan import build_cases, make_plan  # noqa: E402
+from contextlift.eval.sources import find_sources  # noqa: E402
+from contextlift.strategies import parse_request  # noqa: E402
+from contextlift.strategies.embedder import CPU_BATCH, bundled_model_dir  # noqa: E402
+from contextlift.strategies.rankers.minilm import embedding_text  # noqa: E402
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 TIMED_DOCUMENTS = 20

@@ -30,9 +30,9 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.sources import find_sources  # noqa: E402
-from eval.tasks.litm_qa import _hard, _invented, _squad  # noqa: E402
-from strategies.embedder import bundled_model_dir  # noqa: E402
+from contextlift.eval.sources import find_sources  # noqa: E402
+from contextlift.eval.tasks.litm_qa import _hard, _invented, _squad  # noqa: E402
+from contextlift.strategies.embedder import bundled_model_dir  # noqa: E402
 
 CASES_PER_REGIME = 20
 DOCUMENTS = 20

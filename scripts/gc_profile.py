@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import ROOT, _wait, settle, wrk_throughput
 
-from proxy.local_model import free_port
+from contextlift.proxy.local_model import free_port
 
 CONCURRENCY = (16, 64, 256)
 ROUNDS = 2
@@ -58,11 +58,11 @@ def _serve(stats_file: str, young: int | None, argv: list[str]) -> None:
     gc.callbacks.append(timer)
     signal.signal(signal.SIGUSR1, write)
     if young:
-        import proxy.app
+        import contextlift.proxy.app
 
-        proxy.app.YOUNG_COLLECTION_EVERY = young
+        contextlift.proxy.app.YOUNG_COLLECTION_EVERY = young
     sys.argv = ["contextlift", *argv]
-    runpy.run_module("proxy.cli", run_name="__main__")
+    runpy.run_module("contextlift.proxy.cli", run_name="__main__")
 
 
 def main() -> int:

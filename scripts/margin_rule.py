@@ -21,12 +21,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from eval.plan import build_cases, make_plan
-from eval.sources import find_sources
-from eval.verdicts.stats import newcombe_paired, sign_test
-from proxy.policy import ranker_margin
-from strategies import SentenceTransformerEmbedder, parse_request
-from strategies.rankers import RankerSet, published_rankers, rank_documents
+from contextlift.eval.plan import build_cases, make_plan
+from contextlift.eval.sources import find_sources
+from contextlift.eval.verdicts.stats import newcombe_paired, sign_test
+from contextlift.proxy.policy import ranker_margin
+from contextlift.strategies import SentenceTransformerEmbedder, parse_request
+from contextlift.strategies.rankers import RankerSet, published_rankers, rank_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMOTE = "reorder; order=promote"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval.cache import ResponseCache
+from contextlift.eval.cache import ResponseCache
 
 
 def main(first: Path, second: Path) -> int:

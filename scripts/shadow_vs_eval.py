@@ -14,9 +14,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from eval.metrics import best_subspan_em
-from eval.sinks import sink_records
-from eval.verdicts.stats import estimate, paired_bootstrap
+from contextlift.eval.metrics import best_subspan_em
+from contextlift.eval.sinks import sink_records
+from contextlift.eval.verdicts.stats import estimate, paired_bootstrap
 
 
 def main() -> None:

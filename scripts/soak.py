@@ -30,7 +30,7 @@ import httpx
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from proxy.local_model import free_port
+from contextlift.proxy.local_model import free_port
 
 DOCS = "\n".join(f"Document [{i}](Title: Place {i}) Place {i} is known for export number {i}." for i in range(1, 9))
 PROMPT = f"Answer from the documents.\n\n{DOCS}\n\nQuestion: what is place 4 known for?\nAnswer:"
@@ -164,7 +164,7 @@ def main() -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CONTEXTLIFT_UPSTREAM_TIMEOUT": str(UPSTREAM_TIMEOUT),
            "CONTEXTLIFT_RETRY_BACKOFF": "0.05", "CONTEXTLIFT_LOG_LEVEL": "warning"}  # fmt: skip
     proxy = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(proxy_port),
+        [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--port", str(proxy_port),
          "--upstream", f"http://127.0.0.1:{upstream_port}/v1"],
         env=env, stderr=subprocess.DEVNULL,
     )  # fmt: skip

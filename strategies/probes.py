@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from strategies.request import ChatRequest, Document, text_of
-from strategies.spans import DocumentFormat
+from contextlift.strategies.request import ChatRequest, Document, text_of
+from contextlift.strategies.spans import DocumentFormat
 
 KINDS = ("literal", "one-hop", "nolima")
 RANKER_KIND = "nolima"

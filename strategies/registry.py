@@ -6,10 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 
-from strategies.pipeline import Pipeline, Step
-from strategies.plugin import FORMAT_PARAM, RANKER_PARAM, Param, Params, ParamValue, Role, Strategy, Transform
-from strategies.rankers.base import published_rankers
-from strategies.selection import StepRequest, StrategySelectionError, parse_selection
+from contextlift.strategies.pipeline import Pipeline, Step
+from contextlift.strategies.plugin import (
+    FORMAT_PARAM,
+    RANKER_PARAM,
+    Param,
+    Params,
+    ParamValue,
+    Role,
+    Strategy,
+    Transform,
+)
+from contextlift.strategies.rankers.base import published_rankers
+from contextlift.strategies.selection import StepRequest, StrategySelectionError, parse_selection
 
 ENTRY_POINT_GROUP = "contextlift.strategies"
 

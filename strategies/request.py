@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from strategies.spans import DocumentFormat, render_litm_line
+from contextlift.strategies.spans import DocumentFormat, render_litm_line
 
 
 @dataclass(frozen=True, slots=True)

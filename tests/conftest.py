@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import proxy.app
-from proxy import Settings, create_app
+import contextlift.proxy.app
+from contextlift.proxy import Settings, create_app
 from tests.collector import freeze_session_heap, unfreeze_what_the_test_froze
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
@@ -53,14 +53,14 @@ def _collector_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     are given back after every test. Proxies the tests start in other processes keep the default."""
     threshold = gc.get_threshold()
     froze: list[bool] = []
-    freeze = proxy.app._freeze_startup_objects
+    freeze = contextlift.proxy.app._freeze_startup_objects
 
     def freeze_when_asked(settings: Settings) -> None:
         if "gc_tuned" in settings.model_fields_set:
             froze.append(settings.gc_tuned)
             freeze(settings)
 
-    monkeypatch.setattr(proxy.app, "_freeze_startup_objects", freeze_when_asked)
+    monkeypatch.setattr(contextlift.proxy.app, "_freeze_startup_objects", freeze_when_asked)
     yield
     if any(froze):
         unfreeze_what_the_test_froze()

@@ -20,11 +20,11 @@ from types import ModuleType
 
 import pytest
 
-import proxy.errors
-from proxy.observability.metrics import ProxyMetrics
-from proxy.settings import ENV_PREFIX, Settings
-from strategies.rankers.base import published_rankers
-from strategies.registry import build_registry
+import contextlift.proxy.errors
+from contextlift.proxy.observability.metrics import ProxyMetrics
+from contextlift.proxy.settings import ENV_PREFIX, Settings
+from contextlift.strategies.rankers.base import published_rankers
+from contextlift.strategies.registry import build_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = ROOT / "docs" / "hooks" / "reference.py"
@@ -107,14 +107,14 @@ def test_errors_page_names_every_error_class_and_code(reference: ModuleType) -> 
     page = reference.errors_page()
     classes = [
         cls
-        for _, cls in inspect.getmembers(proxy.errors, inspect.isclass)
-        if issubclass(cls, proxy.errors.ProxyError) and cls.__module__ == proxy.errors.__name__
+        for _, cls in inspect.getmembers(contextlift.proxy.errors, inspect.isclass)
+        if issubclass(cls, contextlift.proxy.errors.ProxyError) and cls.__module__ == contextlift.proxy.errors.__name__
     ]
     assert len(classes) > 20
     for cls in classes:
         row = next((line for line in page.splitlines() if f"`{cls.__name__}` |" in line), None)
         assert row is not None, f"{cls.__name__} is missing from the errors page"
-        if cls is not proxy.errors.UpstreamStatusError:
+        if cls is not contextlift.proxy.errors.UpstreamStatusError:
             assert f"| {cls.status} | `{cls.type}` | `{cls.code}` |" in row
 
 
@@ -133,9 +133,9 @@ def test_every_error_row_says_when(reference: ModuleType) -> None:
 
 def test_error_texts_kept_by_the_hook_name_classes_that_have_none_of_their_own(reference: ModuleType) -> None:
     for name in reference.ERROR_WHEN:
-        cls = getattr(proxy.errors, name, None)
-        assert isinstance(cls, type), f"ERROR_WHEN names {name}, which proxy.errors does not define"
-        assert issubclass(cls, proxy.errors.ProxyError), f"ERROR_WHEN names {name}, not a ProxyError"
+        cls = getattr(contextlift.proxy.errors, name, None)
+        assert isinstance(cls, type), f"ERROR_WHEN names {name}, which contextlift.proxy.errors does not define"
+        assert issubclass(cls, contextlift.proxy.errors.ProxyError), f"ERROR_WHEN names {name}, not a ProxyError"
         own = cls.__dict__.get("__doc__") or cls.__dict__.get("description")
         assert not own, f"{name} says when itself now: remove it from ERROR_WHEN"
 

@@ -18,25 +18,43 @@ MAX_MODULES = 20
 NEVER = {
     # Within proxy: routes sit above the edge and the upstream; the edge and the upstream know nothing of each
     # other, of the routes or of shadow; shadow runs beside the routes, never through them.
-    "proxy.edge": ("proxy.routes", "proxy.upstream", "proxy.shadow"),
-    "proxy.upstream": ("proxy.routes", "proxy.edge", "proxy.shadow"),
-    "proxy.shadow": ("proxy.routes", "proxy.edge"),
-    "proxy.observability": ("proxy.routes", "proxy.edge", "proxy.upstream", "proxy.shadow"),
+    "contextlift.proxy.edge": ("contextlift.proxy.routes", "contextlift.proxy.upstream", "contextlift.proxy.shadow"),
+    "contextlift.proxy.upstream": ("contextlift.proxy.routes", "contextlift.proxy.edge", "contextlift.proxy.shadow"),
+    "contextlift.proxy.shadow": ("contextlift.proxy.routes", "contextlift.proxy.edge"),
+    "contextlift.proxy.observability": (
+        "contextlift.proxy.routes",
+        "contextlift.proxy.edge",
+        "contextlift.proxy.upstream",
+        "contextlift.proxy.shadow",
+    ),
     # Within eval: a task builds cases; verdicts read samples; the report reads both; none reaches the runner.
-    "eval.tasks": ("eval.verdicts", "eval.report", "eval.runner", "eval.plan", "eval.command"),
-    "eval.verdicts": ("eval.tasks", "eval.report", "eval.runner", "eval.plan", "eval.command"),
-    "eval.report": ("eval.runner", "eval.plan", "eval.command"),
+    "contextlift.eval.tasks": (
+        "contextlift.eval.verdicts",
+        "contextlift.eval.report",
+        "contextlift.eval.runner",
+        "contextlift.eval.plan",
+        "contextlift.eval.command",
+    ),
+    "contextlift.eval.verdicts": (
+        "contextlift.eval.tasks",
+        "contextlift.eval.report",
+        "contextlift.eval.runner",
+        "contextlift.eval.plan",
+        "contextlift.eval.command",
+    ),
+    "contextlift.eval.report": ("contextlift.eval.runner", "contextlift.eval.plan", "contextlift.eval.command"),
     # Within strategies: finding documents knows nothing of what is done with them, and a strategy receives its
     # documents found; rankers rank what they are given.
-    "strategies.detection": ("strategies.builtin", "strategies.rankers"),
-    "strategies.builtin": ("strategies.detection",),
-    "strategies.rankers": ("strategies.detection", "strategies.builtin"),
+    "contextlift.strategies.detection": ("contextlift.strategies.builtin", "contextlift.strategies.rankers"),
+    "contextlift.strategies.builtin": ("contextlift.strategies.detection",),
+    "contextlift.strategies.rankers": ("contextlift.strategies.detection", "contextlift.strategies.builtin"),
 }
 """Room -> the rooms it must never import."""
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    """The installed name: the folders sit at the root and install under `contextlift` (pyproject.toml)."""
+    parts = ("contextlift", *path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -59,7 +77,7 @@ def graph() -> dict[str, set[str]]:
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Each strongly connected group of more than one module (Tarjan), package __init__ re-exports aside."""
-    edges = {m: {t for t in targets if t not in PACKAGES} for m, targets in edges.items()}
+    edges = {m: {t for t in targets if t.removeprefix("contextlift.") not in PACKAGES} for m, targets in edges.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -99,9 +117,9 @@ def test_packages_import_downwards_only(package: str, forbidden: tuple[str, ...]
     upward = {
         (module, target)
         for module, targets in graph().items()
-        if module.split(".")[0] == package
+        if module.split(".")[1] == package
         for target in targets
-        if target.split(".")[0] in forbidden
+        if target.split(".")[1] in forbidden
     }
     assert upward == set()
 
@@ -121,8 +139,10 @@ def test_rooms_import_only_what_their_docstring_allows(room: str, forbidden: tup
 def test_the_strategies_core_imports_none_of_its_rooms() -> None:
     """The request model, plugin surface, registry and pipeline sit under detection and the built-ins: only the
     package's face (`strategies/__init__.py`) re-exports from them."""
-    rooms = ("strategies.detection", "strategies.builtin")
-    core = {m for m in graph() if m.count(".") == 1 and m.startswith("strategies.") and not m.startswith(rooms)}
+    rooms = ("contextlift.strategies.detection", "contextlift.strategies.builtin")
+    core = {
+        m for m in graph() if m.count(".") == 2 and m.startswith("contextlift.strategies.") and not m.startswith(rooms)
+    }
     crossing = {(m, t) for m in core for t in graph()[m] if t.startswith(rooms)}
     assert crossing == set()
 

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("package", ["proxy", "strategies", "eval"])
+@pytest.mark.parametrize("package", ["contextlift.proxy", "contextlift.strategies", "contextlift.eval"])
 def test_all_names_exist_once(package: str) -> None:
     module = importlib.import_module(package)
     assert all(hasattr(module, name) for name in module.__all__)
@@ -15,7 +15,7 @@ def test_all_names_exist_once(package: str) -> None:
 
 
 def test_strategies_export_what_the_proxy_bounds_requests_with() -> None:
-    import strategies
+    from contextlift import strategies
 
     assert {"DocumentLimits", "DocumentLimitError", "embed_off_loop"} <= set(strategies.__all__)
     assert issubclass(strategies.DocumentLimitError, ValueError)
@@ -25,8 +25,8 @@ def test_eval_does_not_import_the_proxy() -> None:
     import subprocess
     import sys
 
-    imports = "import sys, eval.command, eval.cli\n"
-    code = imports + "assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
+    imports = "import sys, contextlift.eval.command, contextlift.eval.cli\n"
+    code = imports + "assert not any(m.startswith(('contextlift.proxy', 'litestar')) for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -37,9 +37,9 @@ def test_serving_never_imports_the_evaluation() -> None:
     import sys
 
     code = (
-        "import sys, pkgutil, importlib, proxy\n"
-        "for m in pkgutil.iter_modules(proxy.__path__): importlib.import_module('proxy.' + m.name)\n"
-        "assert not any(m == 'eval' or m.startswith(('eval.', 'matplotlib')) for m in sys.modules), sorted(sys.modules)"
+        "import sys, pkgutil, importlib, contextlift.proxy as proxy\n"
+        "for m in pkgutil.iter_modules(proxy.__path__): importlib.import_module('contextlift.proxy.' + m.name)\n"
+        "assert not any(m.startswith(('contextlift.eval', 'matplotlib')) for m in sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -47,9 +47,9 @@ def test_serving_never_imports_the_evaluation() -> None:
 def test_eval_commands_come_in_as_a_plugin() -> None:
     from importlib.metadata import entry_points
 
-    from proxy.cli import COMMANDS_GROUP, _parser
+    from contextlift.proxy.cli import COMMANDS_GROUP, _parser
 
-    assert "eval.cli:register_commands" in {e.value for e in entry_points(group=COMMANDS_GROUP)}
+    assert "contextlift.eval.cli:register_commands" in {e.value for e in entry_points(group=COMMANDS_GROUP)}
     assert _parser().parse_args(["eval-merge", "a", "--out", "b"]).settings is False
 
 
@@ -57,7 +57,8 @@ def test_strategies_do_not_import_the_http_edge() -> None:
     import subprocess
     import sys
 
-    code = "import sys, strategies; assert not any(m.startswith(('proxy', 'litestar')) for m in sys.modules)"
+    code = "import sys, contextlift.strategies\n"
+    code += "assert not any(m.startswith(('contextlift.proxy', 'litestar')) for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

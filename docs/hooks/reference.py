@@ -2,7 +2,7 @@
 
 `Settings`' fields (variable, flag, default, description) in the sections `SETTING_SECTIONS` places them in, the
 strategies the registry loads from the `contextlift.strategies` entry points (role, what each needs as its flags
-say, parameters), the error tree of `proxy.errors` and the metrics a fresh `ProxyMetrics` registers.
+say, parameters), the error tree of `contextlift.proxy.errors` and the metrics a fresh `ProxyMetrics` registers.
 `tests/test_docs.py` checks each page names every one of them. The only hand-written text here stands in for what
 the code does not say yet (`SUMMARY_CORRECTIONS`, `ERROR_WHEN`); a test flags an entry the code has overtaken.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.errors import ProxyError
+    from contextlift.proxy.errors import ProxyError
 
 PAGES = {
     "reference/settings.md": "settings_page",
@@ -97,7 +97,7 @@ def setting_variables(name: str, field: Any) -> list[str]:
     """The environment variables that set a field: `CONTEXTLIFT_<NAME>`, or the aliases it declares instead."""
     from pydantic import AliasChoices
 
-    from proxy.settings import ENV_PREFIX
+    from contextlift.proxy.settings import ENV_PREFIX
 
     alias = field.validation_alias
     if isinstance(alias, AliasChoices):
@@ -109,7 +109,7 @@ def setting_variables(name: str, field: Any) -> list[str]:
 
 def _serve_flags() -> dict[str, str]:
     """`contextlift serve`'s flags by the setting they set."""
-    from proxy.cli import _parser
+    from contextlift.proxy.cli import _parser
 
     parser = _parser()
     flags: dict[str, str] = {}
@@ -172,7 +172,7 @@ def _name(text: str) -> str:
 
 
 def settings_page() -> str:
-    from proxy.settings import Settings
+    from contextlift.proxy.settings import Settings
 
     flags = _serve_flags()
     lines = [
@@ -227,7 +227,7 @@ def strategy_summary(strategy: Any) -> str:
 
 def _default_ranker() -> str:
     """The ranker of a step that names none, as the proxy's settings default it."""
-    from proxy.settings import Settings
+    from contextlift.proxy.settings import Settings
 
     return str(Settings.model_fields["default_ranker"].default)
 
@@ -238,7 +238,7 @@ def _listed(names: list[str]) -> str:
 
 
 def _embedding_rankers() -> list[str]:
-    from strategies.rankers.base import published_rankers
+    from contextlift.strategies.rankers.base import published_rankers
 
     return sorted(name for name, ranker in published_rankers().items() if ranker.needs_embedder)
 
@@ -246,7 +246,7 @@ def _embedding_rankers() -> list[str]:
 def strategy_needs(strategy: Any) -> str:
     """What a strategy needs in the proxy to run, read from its flags (`ranks`, `needs_embedder`) and the rankers
     published here: a ranker, MiniLM, or nothing beyond the upstream."""
-    from strategies.embedder import EXTRA
+    from contextlift.strategies.embedder import EXTRA
 
     needs = []
     if strategy.ranks:
@@ -273,10 +273,10 @@ def strategy_documents(strategy: Any) -> str:
 
 
 def strategies_page() -> str:
-    from strategies.embedder import EXTRA
-    from strategies.plugin import FORMAT_PARAM, RANKER_PARAM
-    from strategies.rankers.base import ENTRY_POINT_GROUP as RANKER_GROUP
-    from strategies.registry import ENTRY_POINT_GROUP, build_registry
+    from contextlift.strategies.embedder import EXTRA
+    from contextlift.strategies.plugin import FORMAT_PARAM, RANKER_PARAM
+    from contextlift.strategies.rankers.base import ENTRY_POINT_GROUP as RANKER_GROUP
+    from contextlift.strategies.registry import ENTRY_POINT_GROUP, build_registry
 
     registry = build_registry()
     sources = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
@@ -342,7 +342,7 @@ def strategies_page() -> str:
 
 def error_classes() -> Iterator[tuple[int, type[ProxyError]]]:
     """Every class of the error tree, depth first from `ProxyError`, with its depth."""
-    import proxy.errors as errors
+    import contextlift.proxy.errors as errors
 
     def walk(cls: type[ProxyError], depth: int) -> Iterator[tuple[int, type[ProxyError]]]:
         yield depth, cls
@@ -366,7 +366,7 @@ def error_when(cls: type) -> str:
 
 
 def errors_page() -> str:
-    import proxy.errors as errors
+    import contextlift.proxy.errors as errors
 
     lines = [
         "# Errors",
@@ -404,7 +404,7 @@ def metric_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
     """(exposed name, type, help, labels) of every metric a proxy serves at `/metrics`."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from proxy.observability.metrics import ProxyMetrics
+    from contextlift.proxy.observability.metrics import ProxyMetrics
 
     metrics = ProxyMetrics()
     metrics.watch_cache(lambda: (0, 0))

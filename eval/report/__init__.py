@@ -2,4 +2,4 @@
 `contextlift shadow-report` with its positional-probe section and `probes.json`.
 
 It may import `eval.verdicts`, `eval.tasks` (for a task's own section), `eval.cases`, `eval.metrics` and
-`eval.sinks`; nothing of the runner."""
+`contextlift.eval.sinks`; nothing of the runner."""

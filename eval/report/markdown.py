@@ -1,5 +1,5 @@
 """`report.md`: the verdict first, then one section per task (accuracy by position in lm-evaluation-harness style,
-effective length, lifts, gap recovered, cost), rendered from what `eval.verdicts.results` computed."""
+effective length, lifts, gap recovered, cost), rendered from what `contextlift.eval.verdicts.results` computed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.identity import UpstreamIdentity
-from eval.report.literal import code_span
-from eval.report.ranker_split import ranker_sections
-from eval.verdicts.best_pipeline import best_pipeline_section
-from eval.verdicts.effective_length import effective_length_table
-from eval.verdicts.results import order_of
+from contextlift.eval.identity import UpstreamIdentity
+from contextlift.eval.report.literal import code_span
+from contextlift.eval.report.ranker_split import ranker_sections
+from contextlift.eval.verdicts.best_pipeline import best_pipeline_section
+from contextlift.eval.verdicts.effective_length import effective_length_table
+from contextlift.eval.verdicts.results import order_of
 
 
 def _strategies(names: Iterable[str], requested: Sequence[str]) -> list[str]:

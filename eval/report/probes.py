@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.report.literal import code_span, shown_date
-from eval.verdicts.best_pipeline import harmful, significant
-from eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
+from contextlift.eval.report.literal import code_span, shown_date
+from contextlift.eval.verdicts.best_pipeline import harmful, significant
+from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
 
 POSITIONS = {"first": 0, "middle": 50, "last": 100}
 """The needle's position, as a depth in % of the documents (the plot's axis)."""
@@ -50,7 +50,7 @@ def _group(model: str, fmt: str, records: list[dict[str, Any]]) -> dict[str, Any
         "last": times[-1] if times else "",
         **_tables(records),
         # Each kind apart: a ranked strategy's lift on `literal` probes is what it wins with a ranker that never
-        # misses; on `nolima` probes, what it wins where the ranker must make a hop (strategies.probes).
+        # misses; on `nolima` probes, what it wins where the ranker must make a hop (contextlift.strategies.probes).
         "by_kind": {kind: {"probes": len(rows), **_tables(rows)} for kind, rows in sorted(kinds.items())},
     }
 
@@ -178,7 +178,7 @@ def probe_section(groups: Sequence[dict[str, Any]], out: Path) -> list[str]:
 
 def _group_lines(group: dict[str, Any], out: Path) -> list[str]:
     # The model, format and pipelines are what a sink says: each a code span, bounded. A kind is a name of the
-    # proxy's (eval.sinks reads no other) and a time is shown only as the date it is.
+    # proxy's (contextlift.eval.sinks reads no other) and a time is shown only as the date it is.
     kinds = ", ".join(f"{n} {kind}" for kind, n in group["kinds"].items())
     lines = [
         "",
@@ -257,7 +257,7 @@ def _plot(group: dict[str, Any], out: Path) -> str | None:
         import matplotlib
     except ImportError:
         return None
-    from eval.report.plots import position_plot
+    from contextlift.eval.report.plots import position_plot
 
     matplotlib.use("Agg")
     folder = out / "plots"

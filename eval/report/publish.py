@@ -10,12 +10,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from eval.cases import Sample
-from eval.report.html import render_html
-from eval.report.markdown import render_markdown
-from eval.report.plots import draw
-from eval.report.replay import stability_section
-from eval.verdicts.results import RunInfo, results
+from contextlift.eval.cases import Sample
+from contextlift.eval.report.html import render_html
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.report.plots import draw
+from contextlift.eval.report.replay import stability_section
+from contextlift.eval.verdicts.results import RunInfo, results
 
 SAMPLES = "samples.jsonl"
 RUN = "run.json"

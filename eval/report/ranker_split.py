@@ -1,5 +1,5 @@
 """The report's sections on ranked pipelines: the lift split by whether the ranker was right, and whether a signal
-the proxy has at request time tells the two apart (`eval.verdicts.ranker_split` computes both)."""
+the proxy has at request time tells the two apart (`contextlift.eval.verdicts.ranker_split` computes both)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from eval.report.literal import code_span
+from contextlift.eval.report.literal import code_span
 
 
 def ranker_sections(data: dict[str, Any]) -> list[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from eval.cases import Sample
-from eval.metrics import normalize_answer
-from eval.tasks.replay import INFO
+from contextlift.eval.cases import Sample
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.tasks.replay import INFO
 
 
 def stability_section(samples: Sequence[Sample]) -> list[str]:
@@ -28,7 +28,7 @@ def stability_section(samples: Sequence[Sample]) -> list[str]:
             stable[strategy].append(float(answers["as-captured"] == answers["permuted"]))
     if not stable:
         return []
-    from eval.verdicts.stats import estimate
+    from contextlift.eval.verdicts.stats import estimate
 
     lines = [
         "## replay: stability and agreement",

@@ -2,7 +2,7 @@
 `report.md` and `report.html`. The share of position-sensitive requests (the served answer changed when the
 documents were reordered), each candidate's agreement with the served answer and its cost relative to it, all
 with 95% intervals, overall and per day; with positional probes on (`shadow_probes`), accuracy by position and
-each pipeline's lift per model and format (eval.report.probes), also written as `probes.json` for
+each pipeline's lift per model and format (contextlift.eval.report.probes), also written as `probes.json` for
 `contextlift policy`.
 
 Many replicas write many sinks: each SINK is a file (its rotated files are read too) or a folder, whose `*.jsonl`
@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from eval.report.html import image_sources, render_html
-from eval.report.literal import code_span, shown_date
-from eval.report.probes import PROBES_FILE, probe_groups, probe_section
-from eval.report.publish import finite
-from eval.sinks import read_sinks
-from eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
+from contextlift.eval.report.html import image_sources, render_html
+from contextlift.eval.report.literal import code_span, shown_date
+from contextlift.eval.report.probes import PROBES_FILE, probe_groups, probe_section
+from contextlift.eval.report.publish import finite
+from contextlift.eval.sinks import read_sinks
+from contextlift.eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
 BOOTSTRAP_BLOCK = 1_000_000
 """Resampled values drawn at once (8 MB of indexes): what the bootstrap holds, however many records there are."""
@@ -91,7 +91,10 @@ def sample_counts(tallies: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     evaluated, still pending, and the rest by reason with why. None for sinks written before tallies were."""
     if not tallies:
         return None
-    from proxy.shadow.tally import DROPPED, why  # the proxy's own reasons, imported here as eval.sinks does
+    from contextlift.proxy.shadow.tally import (
+        DROPPED,
+        why,
+    )  # the proxy's own reasons, imported here as contextlift.eval.sinks does
 
     outcomes: Counter[str] = Counter()
     for tally in tallies:
@@ -166,7 +169,7 @@ def render_markdown(
     tallies: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The report's text; `probes` is the positional-probe section's lines (eval.report.probes), `tallies` the
-    sinks' (eval.sinks.SinkRead.tallies): what became of every sample, which the report leads with."""
+    sinks' (contextlift.eval.sinks.SinkRead.tallies): what became of every sample, which the report leads with."""
     summary = summarise(records)
     times = sorted(str(r.get("time", "")) for r in records)
     span = f"{times[0]} to {times[-1]}" if times else "no records"

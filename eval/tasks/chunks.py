@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.cases import case_rng
-from eval.metrics import normalize_answer
-from eval.tasks.litm import Passage
-from eval.tasks.registry import Option
-from eval.tasks.squad import load_squad
+from contextlift.eval.cases import case_rng
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.tasks.litm import Passage
+from contextlift.eval.tasks.registry import Option
+from contextlift.eval.tasks.squad import load_squad
 
 CHUNK_CHARACTERS = 1000
 """The chunk size of LangChain's RAG tutorials (`chunk_size=1000`): two or three paragraphs of most articles."""

@@ -18,11 +18,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.sources import Sources
-from eval.tasks.fiction import filler_text, invented_name
-from eval.tasks.registry import Option, Task
-from strategies import TiktokenTokenizer
+from contextlift.eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks.fiction import filler_text, invented_name
+from contextlift.eval.tasks.registry import Option, Task
+from contextlift.strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
     "length",

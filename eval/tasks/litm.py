@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.metrics import normalize_answer
+from contextlift.eval.metrics import normalize_answer
 
 QA_INSTRUCTION = (
     "Write a high-quality answer for the given question using only the provided search results "

@@ -8,10 +8,10 @@ import functools
 import uuid
 from pathlib import Path
 
-from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.sources import Sources
-from eval.tasks.litm import KVExample, kv_prompt, load_kv, place_kv
-from eval.tasks.registry import Task
+from contextlift.eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks.litm import KVExample, kv_prompt, load_kv, place_kv
+from contextlift.eval.tasks.registry import Task
 
 INFO = TaskInfo("litm-kv", "Key-value retrieval (Lost in the Middle)", "pairs", "gold pair index", "substring")
 MAX_TOKENS = 64

@@ -16,9 +16,9 @@ reordering shows. The quick profile pins `easy` alone, so that its minutes stay 
 
 - `easy`, variant `standard`: the cases above, unchanged.
 - `hard`, variant `hard`: the generated question and gold passage (those of `standard` when no QA file is
-  given), among passages about the same invented entity and near-misses (`eval.tasks.same_entity`).
+  given), among passages about the same invented entity and near-misses (`contextlift.eval.tasks.same_entity`).
 - `squad`, variant `hard-squad`: an answerable SQuAD 2.0 dev question, its paragraph as the gold, among other
-  paragraphs of the same Wikipedia article that hold none of its answers (`eval.tasks.squad`).
+  paragraphs of the same Wikipedia article that hold none of its answers (`contextlift.eval.tasks.squad`).
 
 Closed-book and oracle run once per distinct question: `hard` shares `standard`'s when its question and gold are
 the same (generated), and otherwise has its own (`hard closed-book`, `hard oracle`), as `hard-squad` always does.
@@ -30,11 +30,11 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
-from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.sources import Sources
-from eval.tasks.chunks import CHUNKS, chunker
-from eval.tasks.fiction import Fact, invented_facts, paragraph
-from eval.tasks.litm import (
+from contextlift.eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks.chunks import CHUNKS, chunker
+from contextlift.eval.tasks.fiction import Fact, invented_facts, paragraph
+from contextlift.eval.tasks.litm import (
     Passage,
     QAExample,
     closed_book_prompt,
@@ -42,10 +42,10 @@ from eval.tasks.litm import (
     load_qa,
     place,
 )
-from eval.tasks.prompt_shapes import PROMPT, Chat
-from eval.tasks.registry import Option, Task
-from eval.tasks.same_entity import same_entity_distractors
-from eval.tasks.squad import SameArticleQuestion, same_article_questions
+from contextlift.eval.tasks.prompt_shapes import PROMPT, Chat
+from contextlift.eval.tasks.registry import Option, Task
+from contextlift.eval.tasks.same_entity import same_entity_distractors
+from contextlift.eval.tasks.squad import SameArticleQuestion, same_article_questions
 
 INFO = TaskInfo(
     "litm-qa", "Multi-document QA (Lost in the Middle)", "documents", "gold document index", "best_subspan_em"

@@ -13,11 +13,11 @@ import random
 import re
 from dataclasses import dataclass
 
-from eval.cases import Case, Grid, TaskInfo, case_rng
-from eval.sources import Sources
-from eval.tasks.fiction import filler_text, invented_name
-from eval.tasks.registry import Option, Task
-from strategies import TiktokenTokenizer
+from contextlift.eval.cases import Case, Grid, TaskInfo, case_rng
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks.fiction import filler_text, invented_name
+from contextlift.eval.tasks.registry import Option, Task
+from contextlift.strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
     "multifact", "Multi-fact retrieval (FACT / RULER)", "context tokens", "needles", "value_recall", positional=False

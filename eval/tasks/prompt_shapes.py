@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from eval.tasks.litm import Passage, qa_prompt
-from eval.tasks.registry import Option
+from contextlift.eval.tasks.litm import Passage, qa_prompt
+from contextlift.eval.tasks.registry import Option
 
 PAPER = "paper"
 

@@ -1,6 +1,6 @@
 """What a benchmark task declares, once, in its own module: how it reads in the report (`TaskInfo`), its grids
 per profile, the `--option` keys it reads (each with its default and how its value is read), and how its cases
-are built. `eval.plan` lists the tasks; nothing else names them."""
+are built. `contextlift.eval.plan` lists the tasks; nothing else names them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from eval.cases import Case, Grid, TaskInfo
-from eval.sources import Sources
+from contextlift.eval.cases import Case, Grid, TaskInfo
+from contextlift.eval.sources import Sources
 
 Ask = Callable[[str], str]
 """Sends one prompt to the model under test (through the proxy, strategy `none`) and returns its answer."""
@@ -45,7 +45,7 @@ class Option(Generic[T]):
 @dataclass(frozen=True, slots=True)
 class Task:
     """One benchmark task, declared whole: adding a task is one module exporting one of these and one entry in
-    `eval.plan.TASKS`."""
+    `contextlift.eval.plan.TASKS`."""
 
     info: TaskInfo
     profiles: Mapping[str, Grid]

@@ -25,14 +25,14 @@ import json
 import random
 from pathlib import Path
 
-from eval.cases import Case, TaskInfo
-from eval.metrics import AGREEMENT_METRIC
-from eval.sinks import read_sink
-from eval.tasks.litm import Passage, place, qa_prompt
-from eval.tasks.registry import Ask
-from eval.tasks.swim import generate_items
-from strategies import DocumentLimitError, parse_request
-from strategies.probes import PROBE_MAX_TOKENS, make_probe, place_probe
+from contextlift.eval.cases import Case, TaskInfo
+from contextlift.eval.metrics import AGREEMENT_METRIC
+from contextlift.eval.sinks import read_sink
+from contextlift.eval.tasks.litm import Passage, place, qa_prompt
+from contextlift.eval.tasks.registry import Ask
+from contextlift.eval.tasks.swim import generate_items
+from contextlift.strategies import DocumentLimitError, parse_request
+from contextlift.strategies.probes import PROBE_MAX_TOKENS, make_probe, place_probe
 
 INFO = TaskInfo(
     "replay",

@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from eval.metrics import holds_answer
-from eval.tasks.fiction import TEMPLATES, Fact, among_filler, invented_name, paragraph, similar_name
-from eval.tasks.litm import Passage
+from contextlift.eval.metrics import holds_answer
+from contextlift.eval.tasks.fiction import TEMPLATES, Fact, among_filler, invented_name, paragraph, similar_name
+from contextlift.eval.tasks.litm import Passage
 
 SENTENCES = 3
 """Per passage, as many as the generated gold passage has."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from eval.metrics import normalize_answer
-from eval.tasks.litm import Passage
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.tasks.litm import Passage
 
 
 @dataclass(frozen=True, slots=True)

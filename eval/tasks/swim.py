@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
-from eval.metrics import normalize_answer
-from eval.sources import Sources
-from eval.tasks import squad
-from eval.tasks.fiction import invented_facts, paragraph
-from eval.tasks.litm import Passage
-from eval.tasks.prompt_shapes import PROMPT
-from eval.tasks.registry import Ask, Option, Task
-from strategies import TiktokenTokenizer
+from contextlift.eval.cases import Case, Grid, TaskInfo, case_rng, resolve_positions
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import squad
+from contextlift.eval.tasks.fiction import invented_facts, paragraph
+from contextlift.eval.tasks.litm import Passage
+from contextlift.eval.tasks.prompt_shapes import PROMPT
+from contextlift.eval.tasks.registry import Ask, Option, Task
+from contextlift.strategies import TiktokenTokenizer
 
 INFO = TaskInfo(
     "swim", "Single-document QA (SWiM)", "% of token budget", "answer depth %", "best_subspan_em", positional=False

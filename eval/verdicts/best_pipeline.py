@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from eval.verdicts.stats import ALPHA, MIN_DISCORDANT
+from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT
 
 SMOKE_PROFILES = ("quick",)
 """Profiles too small to act on (n of 1 to 3 per cell): their reports are labelled smoke tests, never rules."""

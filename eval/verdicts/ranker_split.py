@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from eval.case_rankings import pipeline_ranker
-from eval.cases import REASKED, Sample
-from eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, pairs_to_decide, wilson
+from contextlift.eval.case_rankings import pipeline_ranker
+from contextlift.eval.cases import REASKED, Sample
+from contextlift.eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, pairs_to_decide, wilson
 
 BASELINE = "none"
 AGREEMENT = ("lexical", "minilm")

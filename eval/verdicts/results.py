@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eval.cases import REASKED, Sample
-from eval.metrics import AGREEMENT_METRIC
-from eval.verdicts.best_pipeline import best_pipelines
-from eval.verdicts.effective_length import effective_lengths
-from eval.verdicts.ranker_split import has_rankings, ranker_check, ranker_signal, ranker_split, signal_lift
-from eval.verdicts.stats import (
+from contextlift.eval.cases import REASKED, Sample
+from contextlift.eval.metrics import AGREEMENT_METRIC
+from contextlift.eval.verdicts.best_pipeline import best_pipelines
+from contextlift.eval.verdicts.effective_length import effective_lengths
+from contextlift.eval.verdicts.ranker_split import has_rankings, ranker_check, ranker_signal, ranker_split, signal_lift
+from contextlift.eval.verdicts.stats import (
     Estimate,
     PairedLift,
     detectable_lift,
@@ -119,7 +119,7 @@ def noise_floors(samples: Sequence[Sample], reasked: Sequence[Sample]) -> list[d
 
     `changed` counts the cases whose score changed, `answers_changed` those whose answer text did; `floor`, the
     share of cases whose score changed, is the largest lift re-asking alone produced (every change one way). The
-    verdict rule (eval.verdicts.best_pipeline) counts a lift only when its interval clears it."""
+    verdict rule (contextlift.eval.verdicts.best_pipeline) counts a lift only when its interval clears it."""
     first = {(s.case, s.upstream): s for s in samples if s.strategy == BASELINE and s.metric != AGREEMENT_METRIC}
     rows = []
     for (task, variant), group in _group(reasked, "task", "variant").items():

@@ -15,8 +15,8 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
 from prometheus_client import Gauge
 
-from proxy.budget import Lease, MemoryBudget
-from proxy.errors import HeadersTooLarge, Overloaded, PayloadTooLarge, ProxyError, RequestTimeout
+from contextlift.proxy.budget import Lease, MemoryBudget
+from contextlift.proxy.errors import HeadersTooLarge, Overloaded, PayloadTooLarge, ProxyError, RequestTimeout
 
 LEASE_KEY = "contextlift_lease"
 """Where the request's memory lease lives in `scope["state"]`, for the routes to charge what they buffer."""

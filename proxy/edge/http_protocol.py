@@ -36,9 +36,9 @@ from litestar.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
-from proxy.request_log import RECEIVED_EXTENSION
-from proxy.settings import Settings
+from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
+from contextlift.proxy.request_log import RECEIVED_EXTENSION
+from contextlift.proxy.settings import Settings
 
 __all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits", "ThrottledWarnings"]
 

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from proxy import json_text
-from proxy.errors import InvalidMessages, InvalidRequest, MalformedJSON, UnsupportedMediaType
+from contextlift.proxy import json_text
+from contextlift.proxy.errors import InvalidMessages, InvalidRequest, MalformedJSON, UnsupportedMediaType
 
 
 def require_json(content_type: str | None) -> None:

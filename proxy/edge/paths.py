@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from proxy.errors import InvalidPath
+from contextlift.proxy.errors import InvalidPath
 
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 # Encoded, these would change the path's structure once decoded: separators, query, fragment, a second

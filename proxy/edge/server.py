@@ -15,10 +15,10 @@ import uvicorn
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from proxy.edge.admission import send_error
-from proxy.edge.http_protocol import GuardedConfig, GuardedH11Protocol, HttpLimits
-from proxy.errors import ShuttingDown
-from proxy.settings import Settings
+from contextlift.proxy.edge.admission import send_error
+from contextlift.proxy.edge.http_protocol import GuardedConfig, GuardedH11Protocol, HttpLimits
+from contextlift.proxy.errors import ShuttingDown
+from contextlift.proxy.settings import Settings
 
 __all__ = ["HttpLimits", "ProxyServer", "build_server"]
 
@@ -48,7 +48,7 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
         port=settings.port,
         loop=settings.event_loop,
         ws="none",  # no websocket routes: an upgrade request is served as plain HTTP
-        log_config=None,  # proxy.observability.logs routes uvicorn's loggers through structlog
+        log_config=None,  # contextlift.proxy.observability.logs routes uvicorn's loggers through structlog
         log_level=settings.log_level,
         access_log=False,  # the proxy logs one line per request itself
     )

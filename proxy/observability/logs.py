@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from proxy.observability.telemetry import add_trace_ids
+from contextlift.proxy.observability.telemetry import add_trace_ids
 
 _SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|token$|password|cookie", re.IGNORECASE)
 _SECRET_TEXT = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+|\bsk-[A-Za-z0-9_\-]{8,}")

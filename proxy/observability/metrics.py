@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from proxy.request_log import RequestRecord
+    from contextlift.proxy.request_log import RequestRecord
 
 MAX_MODEL_LABELS = 20
 """Distinct model label values kept; a client that invents model names cannot grow the series without end."""

@@ -13,9 +13,9 @@ import structlog
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from proxy import json_text
-from proxy.edge.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
-from proxy.errors import (
+from contextlift.proxy import json_text
+from contextlift.proxy.edge.intake import check_chat_body, parse_json_object, reject_upstream_overrides, require_json
+from contextlift.proxy.errors import (
     InvalidRequest,
     InvalidStrategy,
     NotReady,
@@ -23,16 +23,16 @@ from proxy.errors import (
     ShuttingDown,
     UpstreamProtocolError,
 )
-from proxy.off_loop import LARGE_BODY, off_loop, reading
-from proxy.policy import Auto, RequestFeatures, detected_format, ranker_margin
-from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
-from proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
-from proxy.routes.exchange import Exchange
-from proxy.routes.stream_usage import StreamUsage
-from proxy.shadow.case import ShadowCase
-from proxy.state import STRATEGY_FIELD, ProxyState
-from proxy.upstream.client import Verbatim
-from strategies import (
+from contextlift.proxy.off_loop import LARGE_BODY, off_loop, reading
+from contextlift.proxy.policy import Auto, RequestFeatures, detected_format, ranker_margin
+from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
+from contextlift.proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
+from contextlift.proxy.routes.exchange import Exchange
+from contextlift.proxy.routes.stream_usage import StreamUsage
+from contextlift.proxy.shadow.case import ShadowCase
+from contextlift.proxy.state import STRATEGY_FIELD, ProxyState
+from contextlift.proxy.upstream.client import Verbatim
+from contextlift.strategies import (
     AppliedStep,
     ChatRequest,
     Completion,
@@ -47,7 +47,7 @@ from strategies import (
     render_rankings,
     run_pipeline,
 )
-from strategies.rankers import rank_documents
+from contextlift.strategies.rankers import rank_documents
 
 T = TypeVar("T")
 log = structlog.get_logger("contextlift")

@@ -12,14 +12,14 @@ from typing import Any
 import anyio
 import structlog
 
-from proxy.errors import ProxyError, ShuttingDown, UpstreamError, UpstreamProtocolError
-from proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
-from proxy.routes.completion_chunks import completion_chunks
-from proxy.routes.exchange import Exchange
-from proxy.routes.stream_usage import StreamUsage
-from proxy.upstream.key_guard import KeyGuard
-from proxy.upstream.sse import DONE_FRAME, comment_frame, data_frame, json_frame
-from strategies import Completion, CompletionStream, PipelineResult, UpstreamFailure
+from contextlift.proxy.errors import ProxyError, ShuttingDown, UpstreamError, UpstreamProtocolError
+from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
+from contextlift.proxy.routes.completion_chunks import completion_chunks
+from contextlift.proxy.routes.exchange import Exchange
+from contextlift.proxy.routes.stream_usage import StreamUsage
+from contextlift.proxy.upstream.key_guard import KeyGuard
+from contextlift.proxy.upstream.sse import DONE_FRAME, comment_frame, data_frame, json_frame
+from contextlift.strategies import Completion, CompletionStream, PipelineResult, UpstreamFailure
 
 log = structlog.get_logger("contextlift")
 

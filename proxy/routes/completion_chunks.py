@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.errors import UpstreamProtocolError
+from contextlift.proxy.errors import UpstreamProtocolError
 
 
 def completion_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:

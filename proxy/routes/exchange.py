@@ -10,10 +10,10 @@ from typing import Any
 
 from litestar import Request
 
-from proxy.edge.admission import LEASE_KEY
-from proxy.request_log import RequestRecord
-from proxy.state import ProxyState, proxy_state
-from proxy.upstream.request import RequestUpstream
+from contextlift.proxy.edge.admission import LEASE_KEY
+from contextlift.proxy.request_log import RequestRecord
+from contextlift.proxy.state import ProxyState, proxy_state
+from contextlift.proxy.upstream.request import RequestUpstream
 
 
 @dataclass(frozen=True, slots=True)

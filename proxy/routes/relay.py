@@ -13,14 +13,14 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath
 from litestar.response import Stream
 
-from proxy.edge.admission import at_request_end
-from proxy.edge.intake import json_fields, reject_upstream_overrides
-from proxy.edge.paths import encoded_path
-from proxy.errors import UpstreamError
-from proxy.off_loop import reading
-from proxy.routes.exchange import Exchange
-from proxy.upstream.headers import NOT_RELAYED
-from proxy.upstream.sse import DONE_FRAME, json_frame
+from contextlift.proxy.edge.admission import at_request_end
+from contextlift.proxy.edge.intake import json_fields, reject_upstream_overrides
+from contextlift.proxy.edge.paths import encoded_path
+from contextlift.proxy.errors import UpstreamError
+from contextlift.proxy.off_loop import reading
+from contextlift.proxy.routes.exchange import Exchange
+from contextlift.proxy.upstream.headers import NOT_RELAYED
+from contextlift.proxy.upstream.sse import DONE_FRAME, json_frame
 
 log = structlog.get_logger("contextlift")
 

@@ -6,14 +6,14 @@ from typing import Any
 
 from litestar import Request, Response, get, post
 
-from proxy import json_text
-from proxy.edge.intake import check_chat_body, parse_json_object, require_json
-from proxy.errors import (
+from contextlift.proxy import json_text
+from contextlift.proxy.edge.intake import check_chat_body, parse_json_object, require_json
+from contextlift.proxy.errors import (
     PayloadTooLarge,
 )
-from proxy.off_loop import off_loop, reading
-from proxy.state import proxy_state
-from strategies import (
+from contextlift.proxy.off_loop import off_loop, reading
+from contextlift.proxy.state import proxy_state
+from contextlift.strategies import (
     DocumentLimitError,
     explain_detection,
 )

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.tokens import Tokenizer
+from contextlift.strategies.tokens import Tokenizer
 
 
 class StreamUsage:

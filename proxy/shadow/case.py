@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies import Completion, Pipeline
+from contextlift.strategies import Completion, Pipeline
 
 MAX_ANSWER_CHARS = 64 * 1024
 """The served answer is kept up to here: enough to compare any chat answer, bounded against an endless stream."""

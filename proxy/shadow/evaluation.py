@@ -25,22 +25,29 @@ import anyio
 import numpy as np
 import structlog
 
-from proxy import json_text
-from proxy.errors import UpstreamError
-from proxy.observability.metrics import ProxyMetrics
-from proxy.policy import detected_format
-from proxy.shadow.budget import ShadowBudget
-from proxy.shadow.case import ShadowAnswer, ShadowCase
-from proxy.shadow.probes import ProbePlan, captured_probe, observe_probe, plan_probe, probe_record, run_probe
-from proxy.shadow.sink import ShadowSink
-from proxy.shadow.tally import WRITE_SECONDS, ShadowTally, TallyLimits
-from proxy.upstream.client import UpstreamClient
-from proxy.upstream.key_guard import credential_guards
-from proxy.upstream.request import RequestUpstream
-from strategies import ChatRequest, Completion, Pipeline, Services, UpstreamFailure, run_pipeline
-from strategies.builtin.medoid import AGREEING_SIMILARITY
-from strategies.evidence import normalize
-from strategies.plugin import answer_text, embed_off_loop
+from contextlift.proxy import json_text
+from contextlift.proxy.errors import UpstreamError
+from contextlift.proxy.observability.metrics import ProxyMetrics
+from contextlift.proxy.policy import detected_format
+from contextlift.proxy.shadow.budget import ShadowBudget
+from contextlift.proxy.shadow.case import ShadowAnswer, ShadowCase
+from contextlift.proxy.shadow.probes import (
+    ProbePlan,
+    captured_probe,
+    observe_probe,
+    plan_probe,
+    probe_record,
+    run_probe,
+)
+from contextlift.proxy.shadow.sink import ShadowSink
+from contextlift.proxy.shadow.tally import WRITE_SECONDS, ShadowTally, TallyLimits
+from contextlift.proxy.upstream.client import UpstreamClient
+from contextlift.proxy.upstream.key_guard import credential_guards
+from contextlift.proxy.upstream.request import RequestUpstream
+from contextlift.strategies import ChatRequest, Completion, Pipeline, Services, UpstreamFailure, run_pipeline
+from contextlift.strategies.builtin.medoid import AGREEING_SIMILARITY
+from contextlift.strategies.evidence import normalize
+from contextlift.strategies.plugin import answer_text, embed_off_loop
 
 log = structlog.get_logger("contextlift.shadow")
 

@@ -1,5 +1,5 @@
 """Positional probes in shadow evaluation (`shadow_probes`): a sampled request's own documents, with a needle
-written into one of them (strategies.probes), asked with that document first, in the middle and last, for
+written into one of them (contextlift.strategies.probes), asked with that document first, in the middle and last, for
 `none`, the served pipeline and each candidate, the same probe and positions for each. The answers are scored on
 the value alone, so the record is accuracy, not agreement: `contextlift shadow-report` tables it by position and
 tests each candidate's lift over `none` as the eval's verdicts do, and `contextlift policy` writes rules from it.
@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.observability.metrics import ProxyMetrics
-from proxy.policy import detected_format
-from proxy.shadow.case import ShadowAnswer
-from strategies import ChatRequest, Pipeline
-from strategies.probes import PlacedProbe, Probe, make_probe, place_probe, probe_correct
+from contextlift.proxy.observability.metrics import ProxyMetrics
+from contextlift.proxy.policy import detected_format
+from contextlift.proxy.shadow.case import ShadowAnswer
+from contextlift.strategies import ChatRequest, Pipeline
+from contextlift.strategies.probes import PlacedProbe, Probe, make_probe, place_probe, probe_correct
 
 NONE = "none"
 SERVED = "served"

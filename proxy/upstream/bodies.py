@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
-from proxy.budget import Lease
-from proxy.errors import UpstreamBodyTooLarge, UpstreamProtocolError, UpstreamTimeout
+from contextlift.proxy.budget import Lease
+from contextlift.proxy.errors import UpstreamBodyTooLarge, UpstreamProtocolError, UpstreamTimeout
 
 ACCEPT_ENCODING = "gzip, deflate"
 _STEP = 64 * 1024

@@ -1,5 +1,5 @@
 """The upstream client: one pooled `httpx.AsyncClient` for the configured base URL, shared by every request
-(`proxy.upstream.request` is one request's view of it).
+(`contextlift.proxy.upstream.request` is one request's view of it).
 
 The base URL comes from settings only; nothing in a request can change where calls go. Redirects are never
 followed (that would send the operator's key to wherever the upstream points) and never relayed either (a client
@@ -19,14 +19,14 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import structlog
 
-from proxy.budget import Lease
-from proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
-from proxy.upstream.bodies import ACCEPT_ENCODING, read_body
-from proxy.upstream.headers import forwarded_headers
-from proxy.upstream.key_guard import KeyGuard
-from proxy.upstream.retry import RetryPolicy
-from proxy.upstream.transport import WAIT_EXTENSION, TimedTransport
-from proxy.upstream.transport_errors import mapped_transport_errors
+from contextlift.proxy.budget import Lease
+from contextlift.proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
+from contextlift.proxy.upstream.bodies import ACCEPT_ENCODING, read_body
+from contextlift.proxy.upstream.headers import forwarded_headers
+from contextlift.proxy.upstream.key_guard import KeyGuard
+from contextlift.proxy.upstream.retry import RetryPolicy
+from contextlift.proxy.upstream.transport import WAIT_EXTENSION, TimedTransport
+from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 
 REDIRECTS = frozenset(range(300, 400)) - {304}
 """Every 3xx but 304 (Not Modified, the answer to a client's own conditional request, relayed as it is)."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from proxy.errors import InvalidRequest
+from contextlift.proxy.errors import InvalidRequest
 
 HOP_BY_HOP = frozenset(
     {

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.errors import UpstreamError, UpstreamStatusError
-from strategies import add_usage
+from contextlift.proxy.errors import UpstreamError, UpstreamStatusError
+from contextlift.strategies import add_usage
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class CallLedger:
 
     def waited(self, start: float, end: float) -> None:
         """The upstream held one of this request's calls from `start` to `end` (`time.perf_counter()`): for its
-        answer's head, or for the next piece of its body (see `proxy.upstream.transport.TimedTransport`)."""
+        answer's head, or for the next piece of its body (see `contextlift.proxy.upstream.transport.TimedTransport`)."""
         self._waits.append((start, end))
 
     def waited_seconds(self) -> float:

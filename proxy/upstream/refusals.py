@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from proxy import json_text
+from contextlift.proxy import json_text
 
 REFUSING_STATUSES = frozenset({400, 422})
 _LARGEST_ERROR = 64 * 1024

@@ -14,25 +14,25 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from proxy import json_text
-from proxy.budget import Lease
-from proxy.errors import (
+from contextlift.proxy import json_text
+from contextlift.proxy.budget import Lease
+from contextlift.proxy.errors import (
     CallBudgetExhausted,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from proxy.upstream.bodies import Progress, decoded_chunks
-from proxy.upstream.client import UpstreamClient, Verbatim
-from proxy.upstream.headers import client_retries, error_headers, relayed_headers, requested_retries
-from proxy.upstream.key_guard import KeyGuard
-from proxy.upstream.ledger import CallLedger
-from proxy.upstream.refusals import refused_fields
-from proxy.upstream.spans import describe_request, describe_response, span_name
-from proxy.upstream.stream import HttpCompletionStream
-from proxy.upstream.transport_errors import mapped_transport_errors
-from strategies import Completion
+from contextlift.proxy.upstream.bodies import Progress, decoded_chunks
+from contextlift.proxy.upstream.client import UpstreamClient, Verbatim
+from contextlift.proxy.upstream.headers import client_retries, error_headers, relayed_headers, requested_retries
+from contextlift.proxy.upstream.key_guard import KeyGuard
+from contextlift.proxy.upstream.ledger import CallLedger
+from contextlift.proxy.upstream.refusals import refused_fields
+from contextlift.proxy.upstream.spans import describe_request, describe_response, span_name
+from contextlift.proxy.upstream.stream import HttpCompletionStream
+from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
+from contextlift.strategies import Completion
 
 T = TypeVar("T")
 _tracer = trace.get_tracer("contextlift.upstream")

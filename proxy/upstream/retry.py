@@ -5,12 +5,12 @@ with jittered exponential backoff, at most `max_retries` times. A `Retry-After` 
 `max_retry_after` is honoured instead of the backoff; a longer one is the client's to see at once. Never
 retried: other statuses (the request itself is wrong), timeouts (the deadline is spent), faults the same request
 would meet again (below), and anything after the first byte of a stream reached the client. A client asks for
-fewer retries with `X-Context-Retries` (see `proxy.upstream.headers.requested_retries`).
+fewer retries with `X-Context-Retries` (see `contextlift.proxy.upstream.headers.requested_retries`).
 
 Deterministic upstream faults, each a 502 at the first attempt:
 - an answer that is not valid HTTP (an unasked 101, more than 256 headers, a head line over 64 KiB): the parser
   refuses the same bytes every time, and each attempt is a whole call the upstream may bill;
-- a redirect: it would be the same redirect, and it is never followed (see `proxy.upstream.client`);
+- a redirect: it would be the same redirect, and it is never followed (see `contextlift.proxy.upstream.client`);
 - a connection broken after the answer began (`UpstreamAnswerCutOff`): the upstream accepted the call and spent
   the tokens; what cut it (the prompt, the answer's size) most likely cuts the next attempt at the same point.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from proxy.errors import (
+from contextlift.proxy.errors import (
     UpstreamAnswerCutOff,
     UpstreamConnectionLost,
     UpstreamError,

@@ -9,16 +9,16 @@ from typing import Any
 import httpx
 from opentelemetry.trace import Span
 
-from proxy import json_text
-from proxy.errors import UpstreamProtocolError
-from proxy.upstream.bodies import Progress, decoded_chunks
-from proxy.upstream.client import StreamLimits
-from proxy.upstream.headers import relayed_headers
-from proxy.upstream.key_guard import KeyGuard
-from proxy.upstream.ledger import CallLedger
-from proxy.upstream.spans import describe_response
-from proxy.upstream.sse import DONE, SSEDecoder, SSEProtocolError
-from proxy.upstream.transport_errors import mapped_transport_errors
+from contextlift.proxy import json_text
+from contextlift.proxy.errors import UpstreamProtocolError
+from contextlift.proxy.upstream.bodies import Progress, decoded_chunks
+from contextlift.proxy.upstream.client import StreamLimits
+from contextlift.proxy.upstream.headers import relayed_headers
+from contextlift.proxy.upstream.key_guard import KeyGuard
+from contextlift.proxy.upstream.ledger import CallLedger
+from contextlift.proxy.upstream.spans import describe_response
+from contextlift.proxy.upstream.sse import DONE, SSEDecoder, SSEProtocolError
+from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 
 
 class HttpCompletionStream:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 
-from proxy.errors import (
+from contextlift.proxy.errors import (
     UpstreamAnswerCutOff,
     UpstreamConnectionLost,
     UpstreamError,
@@ -20,7 +20,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.transport import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS, MalformedAnswer
+from contextlift.proxy.upstream.transport import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS, MalformedAnswer
 
 
 def _pool_exhausted(error: httpx.HTTPError, what: str, answered: bool) -> UpstreamError:

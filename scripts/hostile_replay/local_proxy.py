@@ -41,7 +41,7 @@ def local_proxy(knobs: Knobs, key: str, log_path: Path) -> Iterator[tuple[str, F
                             http="h11", h11_max_incomplete_event_size=MiB)  # fmt: skip
     server = uvicorn.Server(config)
     threading.Thread(target=server.run, name="fake-upstream", daemon=True).start()
-    command = [sys.executable, "-m", "proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(proxy_port),
+    command = [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(proxy_port),
                "--upstream", f"http://127.0.0.1:{upstream_port}/v1"]  # fmt: skip
     with log_path.open("wb") as log:
         proxy = subprocess.Popen(command, cwd=ROOT, env=local_env(knobs, key), stdout=log, stderr=log)

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
-from strategies.plugin import (
+from contextlift.strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
+from contextlift.strategies.plugin import (
     ChatRequest,
     Completion,
     Document,

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform, rank
-from strategies.spans import END_CUE, MAX_NUMBER_DIGITS, NUMBERED_MARKER, DocumentFormat
+from contextlift.strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform, rank
+from contextlift.strategies.spans import END_CUE, MAX_NUMBER_DIGITS, NUMBERED_MARKER, DocumentFormat
 
 FRAMING = "Relevant excerpt (from document {number}):"
 """The line above each quotation: the proxy's words, with a number and nothing of the document's."""

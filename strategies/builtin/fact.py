@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT
-from strategies.copied_text import CopiedTextIndex, lines_of
-from strategies.plugin import (
+from contextlift.strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT
+from contextlift.strategies.copied_text import CopiedTextIndex, lines_of
+from contextlift.strategies.plugin import (
     ChatRequest,
     Completion,
     Document,

@@ -20,8 +20,8 @@ from typing import ClassVar
 
 import anyio
 
-from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
-from strategies.spans import NUMBERED_MARKER, DocumentFormat
+from contextlift.strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
+from contextlift.strategies.spans import NUMBERED_MARKER, DocumentFormat
 
 QUOTED_WORDS = 12
 """Opening words quoted where a document has no label: enough to find it, few enough to add a line, not a copy."""

@@ -1,7 +1,7 @@
 """`medoid`: permutation medoid voting (SWiM, Dsouza et al., algorithm 3). k concurrent calls, each with the
 documents in an independent random permutation; the answers are embedded and the one with the largest
 summed cosine similarity to the others is returned. Without the embeddings extra the answers are compared by
-their words (`strategies.lexical_similarity`) and the step says so: `similarity=lexical`."""
+their words (`contextlift.strategies.lexical_similarity`) and the step says so: `similarity=lexical`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.plugin import (
+from contextlift.strategies.plugin import (
     ChatRequest,
     Completion,
     Embedder,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Params, StepContext, Transform
+from contextlift.strategies.plugin import ChatRequest, Params, StepContext, Transform
 
 
 class PassThrough(Transform):

@@ -19,7 +19,7 @@ RECITE_PROMPT = (
 """Call 1 of `recite`: the first step of Du et al. 2025's retrieve-then-solve on RULER's QA tasks (fig. 12),
 verbatim. Our earlier prompt asked for `Document [3]: <copied text>` lines; SmolLM2-135M copied the placeholder
 and the last document's header, and on 36 litm-qa questions gave the gold document 15 times (24 with this one)
-and another document 19 times (7), `strategies.copied_text.MIN_CONTAINMENT` in force."""
+and another document 19 times (7), `contextlift.strategies.copied_text.MIN_CONTAINMENT` in force."""
 
 FACT_RETRIEVAL_PROMPT = (
     "Please retrieve all the sentences in the given documents that are important and relevant to answer the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Params, StepContext, Transform, text_fits
+from contextlift.strategies.plugin import ChatRequest, Params, StepContext, Transform, text_fits
 
 
 class QueryAware(Transform):

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.builtin.prompts import RECITE_PROMPT
-from strategies.copied_text import CopiedTextIndex, content_words, lines_of
-from strategies.evidence import normalize
-from strategies.plugin import (
+from contextlift.strategies.builtin.prompts import RECITE_PROMPT
+from contextlift.strategies.copied_text import CopiedTextIndex, content_words, lines_of
+from contextlift.strategies.evidence import normalize
+from contextlift.strategies.plugin import (
     ChatRequest,
     Document,
     Executor,

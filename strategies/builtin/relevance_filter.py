@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strategies.plugin import ChatRequest, Param, Params, StepContext, Transform, note_unmeasured, rank
+from contextlift.strategies.plugin import ChatRequest, Param, Params, StepContext, Transform, note_unmeasured, rank
 
 MARGIN_MEASURED_WITH = frozenset({"minilm"})
 """The rankers `margin`'s default was measured with: with another, `filter` says `unmeasured-with=RANKER`."""

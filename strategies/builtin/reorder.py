@@ -10,7 +10,7 @@ from typing import ClassVar, TypeVar
 import anyio
 import numpy as np
 
-from strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank
+from contextlift.strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank
 
 T = TypeVar("T")
 ORDERS = ("edges-first", "edges-last", "descending", "promote")

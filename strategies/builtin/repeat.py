@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform
+from contextlift.strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform
 
 SEPARATOR = "\n\n"
 """Between the two copies: the paper concatenates them; a blank line keeps the last word of the first copy and the

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from strategies.spans import DocumentSpan
+from contextlift.strategies.spans import DocumentSpan
 
 _MAX_UNITS = 10_000
 """More labels than any app retrieves: past it the text is read as no template (the limits refuse it later)."""

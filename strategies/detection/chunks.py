@@ -28,8 +28,8 @@ import itertools
 import re
 from collections.abc import Iterator
 
-from strategies.detection.markdown import Enclosed, enclosed_ranges
-from strategies.spans import BLANK_LINE, DocumentSpan
+from contextlift.strategies.detection.markdown import Enclosed, enclosed_ranges
+from contextlift.strategies.spans import BLANK_LINE, DocumentSpan
 
 # A line of one rule character, three or more (or `* * *` with spaces), alone on its line.
 _SEPARATOR_LINE = re.compile(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from strategies.spans import DocumentSpan
+from contextlift.strategies.spans import DocumentSpan
 
 NUMBER_SLOT = "{n}"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from strategies.detection.limits import DocumentLimits
-from strategies.detection.question import find_question
-from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
-from strategies.spans import DocumentFormat, render_litm_line
+from contextlift.strategies.detection.limits import DocumentLimits
+from contextlift.strategies.detection.question import find_question
+from contextlift.strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
+from contextlift.strategies.spans import DocumentFormat, render_litm_line
 
 DOCUMENTS_FIELD = "documents"
 """Body field in which a client may pass documents."""

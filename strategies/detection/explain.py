@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.detection.declared import DeclaredFormat
-from strategies.detection.find import parse_request
-from strategies.detection.limits import DocumentLimits
-from strategies.request import ChatRequest
-from strategies.spans import DocumentFormat
+from contextlift.strategies.detection.declared import DeclaredFormat
+from contextlift.strategies.detection.find import parse_request
+from contextlift.strategies.detection.limits import DocumentLimits
+from contextlift.strategies.request import ChatRequest
+from contextlift.strategies.spans import DocumentFormat
 
 PREVIEW_CHARS = 120
 """Characters of each document shown in the text report; the JSON report carries offsets, not texts."""

@@ -22,23 +22,23 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from strategies.detection.apps import APP_TEMPLATES, TemplateMismatch
-from strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
-from strategies.detection.declared import DeclaredFormat, declared_for
-from strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
-from strategies.detection.formats import SCANNERS, AmbiguousElements
-from strategies.detection.limits import DocumentLimitError, DocumentLimits
-from strategies.detection.message_documents import (
+from contextlift.strategies.detection.apps import APP_TEMPLATES, TemplateMismatch
+from contextlift.strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
+from contextlift.strategies.detection.declared import DeclaredFormat, declared_for
+from contextlift.strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
+from contextlift.strategies.detection.formats import SCANNERS, AmbiguousElements
+from contextlift.strategies.detection.limits import DocumentLimitError, DocumentLimits
+from contextlift.strategies.detection.message_documents import (
     scan_embedded_json_list,
     scan_json_list,
     system_document_run,
     tool_result_run,
 )
-from strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
-from strategies.detection.question import find_question
-from strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
-from strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
-from strategies.spans import DocumentFormat, DocumentSpan
+from contextlift.strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
+from contextlift.strategies.detection.question import find_question
+from contextlift.strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
+from contextlift.strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
+from contextlift.strategies.spans import DocumentFormat, DocumentSpan
 
 _SEARCHED_ROLES = ("user", "system", "developer", "tool")
 _INFERRED = (

@@ -20,8 +20,15 @@ from collections.abc import Generator, Iterator
 
 import numpy as np
 
-from strategies.spans import DocumentFormat, DocumentSpan, Scanner, last_block_end, paragraph_count, skip_json_space
-from strategies.spans import position as number_of
+from contextlift.strategies.spans import (
+    DocumentFormat,
+    DocumentSpan,
+    Scanner,
+    last_block_end,
+    paragraph_count,
+    skip_json_space,
+)
+from contextlift.strategies.spans import position as number_of
 
 _LITM_LINE = re.compile(r"(?m)^Document \[(?P<num>\d+)\](?:\(Title: (?P<title>[^\n]*?)\))? (?P<text>[^\n]*)$")
 # An opening or closing tag; its attributes stop at the next `<` or `>`, so each match attempt reads only up to the
@@ -317,7 +324,7 @@ SCANNERS: tuple[tuple[DocumentFormat, Scanner], ...] = (
     (DocumentFormat.NUMBERED, scan_paired_labels),
     (DocumentFormat.JSON_KV, scan_json_kv),
 )
-"""The papers' own formats, tried in this order before the shapes of `strategies.detection.regions` and
-`strategies.detection.numbered`."""
+"""The papers' own formats, tried in this order before the shapes of `contextlift.strategies.detection.regions` and
+`contextlift.strategies.detection.numbered`."""
 
 # Every character `str.splitlines` ends a line at: a model reads any of them as a line break.

@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from strategies.detection.numbered import WORDS
-from strategies.spans import DocumentSpan, skip_json_space
+from contextlift.strategies.detection.numbered import WORDS
+from contextlift.strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from strategies.spans import DocumentSpan, last_block_end, paragraph_count, position
+from contextlift.strategies.spans import DocumentSpan, last_block_end, paragraph_count, position
 
 WORDS = (
     "source|sources|document|doc|passage|chunk|retrieved chunk|retrieved document|result|search result|snippet|"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from strategies.spans import QUESTION_HEADING, QUESTION_INSTRUCTION
+from contextlift.strategies.spans import QUESTION_HEADING, QUESTION_INSTRUCTION
 
 # Anchored at a line start; the rest of the line is the question, or the next line when the cue stands alone.
 _CUE_LINE = re.compile(

@@ -13,7 +13,7 @@ their own separator:
 A region is found by one of these markers; its documents are, in order of preference, the items of a JSON list
 (DSPy's `list[str]` fields), XML document elements, blocks opened by `key: value` metadata lines, numbered
 markers, or chunks told apart by a separator line, a run of blank lines or a line that opens each of them
-(`strategies.detection.chunks`; a blank line alone is no boundary). The region ends at
+(`contextlift.strategies.detection.chunks`; a blank line alone is no boundary). The region ends at
 its closing marker, at a line that opens the question or answer (`Question:`, `Query:`, `Answer:` ...), or at
 the end of the text. Whether the documents count is for the caller to judge (how many, and a question found
 outside the region); this module only reports what the text says.
@@ -26,11 +26,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from strategies.detection.chunks import separator_line_in, split_chunks, underlines
-from strategies.detection.formats import AmbiguousElements, scan_xml
-from strategies.detection.message_documents import scan_json_list
-from strategies.detection.numbered import scan_numbered
-from strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
+from contextlift.strategies.detection.chunks import separator_line_in, split_chunks, underlines
+from contextlift.strategies.detection.formats import AmbiguousElements, scan_xml
+from contextlift.strategies.detection.message_documents import scan_json_list
+from contextlift.strategies.detection.numbered import scan_numbered
+from contextlift.strategies.spans import BLANK_LINE, END_CUE, DocumentFormat, DocumentSpan
 
 _WRAPPER_TAGS = "context|documents|sources|search_results|retrieved_documents|retrieved_context|knowledge|passages"
 _WRAPPER = re.compile(rf"<(?P<tag>{_WRAPPER_TAGS})(?:[ \t][^<>\n]{{0,200}})?>", re.IGNORECASE)

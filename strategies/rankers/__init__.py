@@ -11,7 +11,7 @@ endpoint) are built by the proxy from its settings and handed in through `Servic
 What it may import: the request model and the embedder seam of `strategies`; never `proxy` or `eval`.
 """
 
-from strategies.rankers.base import (
+from contextlift.strategies.rankers.base import (
     DEFAULT_RANKER,
     ENTRY_POINT_GROUP,
     RANKER_PARAM_DESCRIPTION,

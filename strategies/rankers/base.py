@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import MappingProxyType
 
-from strategies.embedder import Embedder
-from strategies.request import Document
+from contextlift.strategies.embedder import Embedder
+from contextlift.strategies.request import Document
 
 ENTRY_POINT_GROUP = "contextlift.rankers"
 DEFAULT_RANKER = "lexical"
 """BM25 over the request's documents: measured as good as MiniLM for `reorder` at a hundredth of the cost, and no
-torch (proxy.settings.Settings.default_ranker says the figures)."""
+torch (contextlift.proxy.settings.Settings.default_ranker says the figures)."""
 log = logging.getLogger(__name__)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from strategies.rankers.base import Ranker, RankerSet, client_order
-from strategies.request import Document
+from contextlift.strategies.rankers.base import Ranker, RankerSet, client_order
+from contextlift.strategies.request import Document
 
 
 class ClientOrder(Ranker):

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from strategies.rankers.base import Ranker, RankerFailure, RankerSet, rank_documents
-from strategies.request import Document
+from contextlift.strategies.rankers.base import Ranker, RankerFailure, RankerSet, rank_documents
+from contextlift.strategies.request import Document
 
 RRF_K = 60
 """Cormack et al.'s constant: it damps the weight of the very top ranks so that one ranker cannot decide alone."""

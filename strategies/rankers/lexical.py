@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import anyio
 
-from strategies.rankers.base import Ranker, RankerSet
-from strategies.rankers.minilm import embedding_text
-from strategies.request import Document
+from contextlift.strategies.rankers.base import Ranker, RankerSet
+from contextlift.strategies.rankers.minilm import embedding_text
+from contextlift.strategies.request import Document
 
 MAX_LEXICAL_CHARS = 100_000
 """Characters of each document that are indexed. BM25 reads every word, so an outsized document (a body limit

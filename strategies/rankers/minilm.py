@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from strategies.embedder import embed_off_loop
-from strategies.rankers.base import Ranker, RankerSet
-from strategies.request import Document
+from contextlift.strategies.embedder import embed_off_loop
+from contextlift.strategies.rankers.base import Ranker, RankerSet
+from contextlift.strategies.request import Document
 
 
 class MiniLM(Ranker):

@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl
 import pytest
 import uvicorn
 
-from proxy import Settings, create_app
-from proxy.edge.server import build_server
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.server import build_server
 from tests.contract.compat_compare import (
     CONTROL_PREFIX,
     REQUEST_HEADERS_EACH_HOP_SETS,

@@ -10,7 +10,7 @@ import openai
 import pytest
 from litestar.testing import AsyncTestClient, TestClient
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import UPSTREAM
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from proxy.cli import _parser
+from contextlift.proxy.cli import _parser
 from tests.deploy.kustomize import DEPLOY, kustomize
 
 BIN = Path(sys.executable).parent

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy.policy import load_policy
-from strategies import build_registry, parse_selection
+from contextlift.proxy.policy import load_policy
+from contextlift.strategies import build_registry, parse_selection
 from tests.deploy.kustomize import DEPLOY, PROXY_OVERLAYS, ROOT, render
 
 BIN = Path(sys.executable).parent
@@ -96,7 +96,7 @@ def test_deployment_probes_grace_and_config(overlay: str) -> None:
 
 @pytest.mark.parametrize("overlay", PROXY_OVERLAYS)
 def test_the_pod_environment_loads_as_settings(overlay: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from proxy import Settings
+    from contextlift.proxy import Settings
 
     for name, value in pod_environment(by_kind(overlay), "contextlift-7d9f-x2x4q").items():
         monkeypatch.setenv(name, value)

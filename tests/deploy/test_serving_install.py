@@ -62,7 +62,7 @@ def test_the_proxy_imports_no_torch_until_a_step_needs_it() -> None:
     code = """
 import sys, httpx
 from litestar.testing import TestClient
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 answer = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0,
           "message": {"role": "assistant", "content": "Stars."}, "finish_reason": "stop"}]}
 fake = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proxy.settings import ENV_PREFIX, Settings
+from contextlift.proxy.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

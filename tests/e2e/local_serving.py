@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from proxy.local_model import free_port
+from contextlift.proxy.local_model import free_port
 
 STARTUP_SECONDS = 240
 
@@ -28,7 +28,7 @@ def serving(log_path: Path, **settings: str) -> Iterator[str]:
     env.pop("CONTEXTLIFT_UPSTREAM_URL", None)
     env.update({f"CONTEXTLIFT_{name.upper()}": value for name, value in settings.items()})
     process = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,

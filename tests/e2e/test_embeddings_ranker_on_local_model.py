@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.local_model import bundled_model_path, free_port
+from contextlift.proxy.local_model import bundled_model_path, free_port
 from tests.e2e.local_serving import serving
 
 pytestmark = pytest.mark.e2e

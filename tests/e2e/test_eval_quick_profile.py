@@ -26,7 +26,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             sys.executable,
             "-m",
-            "proxy.cli",
+            "contextlift.proxy.cli",
             "eval",
             "--profile",
             "quick",

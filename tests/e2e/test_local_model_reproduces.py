@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from proxy.local_model import LocalModel
+from contextlift.proxy.local_model import LocalModel
 
 pytestmark = pytest.mark.e2e
 

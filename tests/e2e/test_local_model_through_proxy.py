@@ -73,6 +73,6 @@ def test_container_healthcheck_command(proxy_url: str) -> None:
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "proxy.cli", "healthcheck", "--url"]
+    command = [sys.executable, "-m", "contextlift.proxy.cli", "healthcheck", "--url"]
     assert subprocess.run([*command, f"{proxy_url}/healthz"], check=False).returncode == 0
     assert subprocess.run([*command, "http://127.0.0.1:9/healthz"], check=False, capture_output=True).returncode == 1

@@ -61,7 +61,7 @@ def test_served_as_usual_then_evaluated_in_the_background(shadowed: tuple[str, P
     assert [row["strategy"] for row in record["position"]] == ["order=reversed", "order=permuted"]
     assert record["captured"]["served"] == response.json()["choices"][0]["message"]["content"]
     result = subprocess.run(
-        [sys.executable, "-m", "proxy.cli", "shadow-report", str(sink), "--out", str(tmp_path / "report")],
+        [sys.executable, "-m", "contextlift.proxy.cli", "shadow-report", str(sink), "--out", str(tmp_path / "report")],
         capture_output=True,
         text=True,
         check=False,

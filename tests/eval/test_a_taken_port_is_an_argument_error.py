@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 from tests.serving import fake_upstream_url
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from eval.report.markdown import render_markdown
-from eval.report.plots import draw
-from eval.report.publish import finite, read_info
-from eval.report.replay import stability_section
-from eval.verdicts.results import load_samples, results
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.report.plots import draw
+from contextlift.eval.report.publish import finite, read_info
+from contextlift.eval.report.replay import stability_section
+from contextlift.eval.verdicts.results import load_samples, results
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 REPORTS = sorted(p.parent for p in RESULTS.glob("*/samples.jsonl"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 from tests.fakes import completion
 from tests.serving import fake_upstream_url, request_body
 
@@ -145,9 +145,9 @@ def test_bad_arguments_exit_2_with_the_reason(
 def test_without_the_eval_extra_a_report_run_stops_before_any_request(
     upstream_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import eval.cli
+    import contextlift.eval.cli
 
-    monkeypatch.setattr(eval.cli, "_can_plot", lambda: False)
+    monkeypatch.setattr(contextlift.eval.cli, "_can_plot", lambda: False)
     assert evaluate(upstream_url, tmp_path / "x") == 2
     assert "pip install 'contextlift[eval]'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from eval.command import EvalError
-from eval.cost import CONFIRM_ABOVE, _prompt_tokens, confirmed, estimate
-from eval.local_proxy import proxy_in_process
-from eval.plan import build_cases, make_plan
-from eval.runner import jobs
-from eval.sources import find_sources
-from proxy import Settings
-from proxy.cli import main
-from strategies import build_registry, parse_selection
+from contextlift.eval.command import EvalError
+from contextlift.eval.cost import CONFIRM_ABOVE, _prompt_tokens, confirmed, estimate
+from contextlift.eval.local_proxy import proxy_in_process
+from contextlift.eval.plan import build_cases, make_plan
+from contextlift.eval.runner import jobs
+from contextlift.eval.sources import find_sources
+from contextlift.proxy import Settings
+from contextlift.proxy.cli import main
+from contextlift.strategies import build_registry, parse_selection
 
 
 class Terminal(io.StringIO):

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from eval import case_rankings
-from eval.case_rankings import margin, pipeline_ranker
-from eval.cases import REASKED, Sample
-from eval.verdicts.ranker_split import auc, ranker_signal, ranker_split, signal_lift, youden_threshold
-from proxy.cli import main
-from proxy.policy import ranker_margin
+from contextlift.eval import case_rankings
+from contextlift.eval.case_rankings import margin, pipeline_ranker
+from contextlift.eval.cases import REASKED, Sample
+from contextlift.eval.verdicts.ranker_split import auc, ranker_signal, ranker_split, signal_lift, youden_threshold
+from contextlift.proxy.cli import main
+from contextlift.proxy.policy import ranker_margin
 from tests.fakes import FakeEmbedder, completion
 from tests.serving import fake_upstream_url, request_body
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
+from contextlift.eval.metrics import best_subspan_em, normalize_answer, numeric_match, substring_match, value_recall
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from eval.plan import EXTRA, MEDOID, PROFILES, STRATEGIES, TASKS, build_cases, in_shard, make_plan, parse_shard
-from eval.sources import Sources
+from contextlift.eval.plan import (
+    EXTRA,
+    MEDOID,
+    PROFILES,
+    STRATEGIES,
+    TASKS,
+    build_cases,
+    in_shard,
+    make_plan,
+    parse_shard,
+)
+from contextlift.eval.sources import Sources
 
 
 def test_overrides_apply_to_every_task_or_to_the_one_named() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from eval.policy_writer import CostCeiling, write_policy
-from proxy.cli import main
-from proxy.policy import PolicyError, load_policy
-from strategies import build_registry, parse_selection
+from contextlift.eval.policy_writer import CostCeiling, write_policy
+from contextlift.proxy.cli import main
+from contextlift.proxy.policy import PolicyError, load_policy
+from contextlift.strategies import build_registry, parse_selection
 
 INJECTED = (
     'm\n[[rule]]\nid = "evil"\nstrategy = "medoid; k=9"\n'

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from eval.policy_writer import CostCeiling, write_policy
-from proxy.cli import main
-from proxy.policy import RequestFeatures, load_policy
-from strategies import build_registry, parse_selection
+from contextlift.eval.policy_writer import CostCeiling, write_policy
+from contextlift.proxy.cli import main
+from contextlift.proxy.policy import RequestFeatures, load_policy
+from contextlift.strategies import build_registry, parse_selection
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 ORDERS, STUFF = RESULTS / "reference-2-orders", RESULTS / "reference-langchain-stuff"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.plan import build_cases, make_plan
-from eval.ranker_quality import RETRIEVER, gold_ranks, retriever_ordered, run, summarise
-from eval.sources import find_sources
-from strategies import parse_request
+from contextlift.eval.plan import build_cases, make_plan
+from contextlift.eval.ranker_quality import RETRIEVER, gold_ranks, retriever_ordered, run, summarise
+from contextlift.eval.sources import find_sources
+from contextlift.strategies import parse_request
 from tests.fakes import FakeEmbedder
 
 

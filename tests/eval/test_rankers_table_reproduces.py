@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
-from strategies.embedder import EXTRA, embeddings_installed
+from contextlift.proxy.cli import main
+from contextlift.strategies.embedder import EXTRA, embeddings_installed
 from tests.benchmark_data import LITM_ORACLE, SQUAD, data_folder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from eval.plan import make_plan
-from eval.tasks.litm_qa import DISTRACTORS, REGIMES
-from proxy.cli import _parser
-from strategies import build_registry, parse_selection
+from contextlift.eval.plan import make_plan
+from contextlift.eval.tasks.litm_qa import DISTRACTORS, REGIMES
+from contextlift.proxy.cli import _parser
+from contextlift.strategies import build_registry, parse_selection
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted((ROOT / "scripts").glob("reference_eval*"))

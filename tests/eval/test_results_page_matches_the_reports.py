@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from eval.verdicts.best_pipeline import significant
+from contextlift.eval.verdicts.best_pipeline import significant
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"

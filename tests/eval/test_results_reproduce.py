@@ -16,14 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.cache import ResponseCache
-from eval.cases import REASKED, Case, Sample
-from eval.identity import identify
-from eval.report.markdown import render_markdown
-from eval.runner import Runner, Target, jobs
-from eval.verdicts.best_pipeline import significant
-from eval.verdicts.results import RunInfo, results
-from proxy.cli import main
+from contextlift.eval.cache import ResponseCache
+from contextlift.eval.cases import REASKED, Case, Sample
+from contextlift.eval.identity import identify
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.runner import Runner, Target, jobs
+from contextlift.eval.verdicts.best_pipeline import significant
+from contextlift.eval.verdicts.results import RunInfo, results
+from contextlift.proxy.cli import main
 from tests.eval.report.test_best_pipeline_per_regime import sample
 from tests.fakes import completion, streamed_json
 from tests.serving import fake_upstream_url, request_body

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.cache import ResponseCache
-from eval.cases import Case, Sample
-from eval.runner import Runner, Target, jobs
+from contextlift.eval.cache import ResponseCache
+from contextlift.eval.cases import Case, Sample
+from contextlift.eval.runner import Runner, Target, jobs
 
 CANARY = "sk-canary-5b1e0c9d"
 CASE = Case(

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-import eval.identity as identity_module
-from eval.identity import first_listed_model, identify
+import contextlift.eval.identity as identity_module
+from contextlift.eval.identity import first_listed_model, identify
 from tests.serving import fake_upstream_url
 
 LISTING = b'{"object": "list", "data": [{"id": "m", "object": "model", "root": "/models/a.gguf"}]}'

@@ -24,8 +24,8 @@ import pytest
 import structlog
 from litestar.testing import TestClient
 
-from proxy import Settings, create_app
-from strategies import SentenceTransformerEmbedder
+from contextlift.proxy import Settings, create_app
+from contextlift.strategies import SentenceTransformerEmbedder
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, chat
 
@@ -87,7 +87,7 @@ def logs_at_every_level() -> Iterator[None]:
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loads]:
     fake_load = Loads()
-    monkeypatch.setattr("proxy.app.embeddings_installed", lambda: True)
+    monkeypatch.setattr("contextlift.proxy.app.embeddings_installed", lambda: True)
     monkeypatch.setattr(SentenceTransformerEmbedder, "load", lambda self: fake_load(self))
     yield fake_load
     fake_load.gate.set()
@@ -209,7 +209,7 @@ def test_default_settings_import_neither_torch_nor_shadow_evaluation() -> None:
     code = """
 import sys, httpx
 from litestar.testing import TestClient
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 answer = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0,
           "message": {"role": "assistant", "content": "Stars."}, "finish_reason": "stop"}]}
 fake = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
@@ -221,7 +221,7 @@ with TestClient(app) as client:
     response = client.post("/v1/chat/completions", json=body, headers={"x-context-strategy": "reorder"})
     assert response.status_code == 200, response.text
 heavy = ("torch", "transformers", "sentence_transformers")
-unwanted = [m for m in sys.modules if m.split(".")[0] in heavy or m == "proxy.shadow.evaluation"]
+unwanted = [m for m in sys.modules if m.split(".")[0] in heavy or m == "contextlift.proxy.shadow.evaluation"]
 assert not unwanted, unwanted
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from litestar.testing import TestClient
 
-from proxy import Settings, create_app
-from proxy.app import YOUNG_COLLECTION_EVERY
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.app import YOUNG_COLLECTION_EVERY
 from tests.collector import CollectorState, unfreeze_what_the_test_froze
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM

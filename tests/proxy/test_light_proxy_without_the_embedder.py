@@ -10,8 +10,8 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from proxy import Settings, create_app
-from proxy.settings import SettingsError
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.settings import SettingsError
 from tests.fakes import FakeUpstream, completion
 from tests.serving import UPSTREAM, chat
 
@@ -55,7 +55,7 @@ def test_a_step_naming_an_embedder_ranker_is_a_400_naming_what_it_needs(
 
 
 def test_without_the_extra_the_400_names_the_extra(fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("proxy.app.embeddings_installed", lambda: False)
+    monkeypatch.setattr("contextlift.proxy.app.embeddings_installed", lambda: False)
     settings = Settings(upstream_url=UPSTREAM, retry_backoff=0.0)
     with TestClient(create_app(settings, transport=fake.transport()), raise_server_exceptions=False) as client:
         message = post(client, "filter; ranker=minilm").json()["error"]["message"]

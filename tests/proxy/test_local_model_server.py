@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from proxy.local_model_server import _options, make_reproducible
+from contextlift.proxy.local_model_server import _options, make_reproducible
 
 
 class _Llama:

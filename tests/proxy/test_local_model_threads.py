@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy import local_model
+from contextlift.proxy import local_model
 
 
 @pytest.fixture(autouse=True)

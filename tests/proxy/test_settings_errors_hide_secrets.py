@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 
 SECRET = "rk-secret-0123456789abcdef"
 

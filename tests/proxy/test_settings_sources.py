@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from proxy import Settings, SettingsError, create_app, load_settings
+from contextlift.proxy import Settings, SettingsError, create_app, load_settings
 
 
 def test_env_prefix_sets_fields(monkeypatch: pytest.MonkeyPatch) -> None:

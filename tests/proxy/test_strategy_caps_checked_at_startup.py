@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proxy import Settings, create_app
-from proxy.cli import main
-from proxy.settings import SettingsError
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.cli import main
+from contextlift.proxy.settings import SettingsError
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM
 
@@ -48,7 +48,7 @@ def test_serve_exits_with_the_reason(monkeypatch: pytest.MonkeyPatch, capsys: py
     def started(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the proxy started serving with a cap no request could meet")
 
-    monkeypatch.setattr("proxy.cli.build_server", started)
+    monkeypatch.setattr("contextlift.proxy.cli.build_server", started)
     status = main(["serve", "--upstream", "http://127.0.0.1:9/v1", "--port", "0"])
     assert status == 1
     assert "below the parameter's minimum" in capsys.readouterr().err

@@ -70,7 +70,7 @@ def llamaindex_chunks(texts: Sequence[str]) -> list[str]:
     import tiktoken
     from llama_index.core.node_parser import SentenceSplitter
 
-    from strategies.tokens import ENCODING
+    from contextlift.strategies.tokens import ENCODING
 
     # LlamaIndex's default tokenizer would download cl100k_base; the offline package ships the same encoding.
     encoding = tiktoken.get_encoding(ENCODING)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eval.cases import Case, Grid
-from eval.sources import Sources
-from eval.tasks.litm_qa import build
+from contextlift.eval.cases import Case, Grid
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks.litm_qa import build
 
 FIXTURE = Path(__file__).parent / "fixtures" / "smollm2_recitations.jsonl"
 

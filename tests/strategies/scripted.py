@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from strategies import Completion, UpstreamFailure
+from contextlift.strategies import Completion, UpstreamFailure
 from tests.fakes import completion
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from strategies import StrategySelectionError, build_registry, parse_selection
+from contextlift.strategies import StrategySelectionError, build_registry, parse_selection
 
 CAPS = {"medoid.k": 2, "recite.max_tokens": 64}
 

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from strategies import SentenceTransformerEmbedder
-from strategies.embedder import CPU_BATCH, GPU_BATCH, MAX_EMBEDDED_CHARS
+from contextlift.strategies import SentenceTransformerEmbedder
+from contextlift.strategies.embedder import CPU_BATCH, GPU_BATCH, MAX_EMBEDDED_CHARS
 from tests.benchmark_data import HUMANEVAL, SQUAD, data_file
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from strategies import SentenceTransformerEmbedder
-from strategies.embedder import DIMENSIONS, MAX_EMBEDDED_CHARS
+from contextlift.strategies import SentenceTransformerEmbedder
+from contextlift.strategies.embedder import DIMENSIONS, MAX_EMBEDDED_CHARS
 from tests.fakes import FakeEmbedder
 
 

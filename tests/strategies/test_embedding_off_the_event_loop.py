@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.embedder import EMBED_BATCH, embed_off_loop
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.embedder import EMBED_BATCH, embed_off_loop
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
 from tests.strategies.scripted import ScriptedUpstream
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-a-strategy.md"

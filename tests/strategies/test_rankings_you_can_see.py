@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from strategies import (
+from contextlift.strategies import (
     ChatRequest,
     Document,
     Services,
@@ -17,9 +17,9 @@ from strategies import (
     parse_selection,
     render_rankings,
 )
-from strategies.pipeline import MAX_SCORED
-from strategies.plugin import AppliedStep
-from strategies.rankers import Ranking
+from contextlift.strategies.pipeline import MAX_SCORED
+from contextlift.strategies.plugin import AppliedStep
+from contextlift.strategies.rankers import Ranking
 from tests.strategies.scripted import ScriptedUpstream
 
 QUESTION = "What is the highest mountain in the Alps?"

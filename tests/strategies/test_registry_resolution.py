@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import pytest
 
-from strategies import (
+from contextlift.strategies import (
     ChatRequest,
     Executor,
     Param,
@@ -18,7 +18,7 @@ from strategies import (
     build_registry,
     parse_selection,
 )
-from strategies.plugin import StrategyOutcome
+from contextlift.strategies.plugin import StrategyOutcome
 
 
 class FakeTransform(Transform):

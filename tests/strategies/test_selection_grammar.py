@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strategies import StepRequest, StrategySelectionError, parse_selection
+from contextlift.strategies import StepRequest, StrategySelectionError, parse_selection
 
 
 def test_steps_and_parameters() -> None:

@@ -120,7 +120,7 @@ def _start(ctx: Ctx, extra: dict[str, str], ready: str = "/startupz") -> Second:
     env = {k: v for k, v in local_env(ctx.knobs, "").items() if k != "CONTEXTLIFT_UPSTREAM_API_KEY"}
     env.update({"CONTEXTLIFT_POLICY_FILE": str(folder / "policy.toml"),
                 "CONTEXTLIFT_SHADOW_SINK": str(folder / "shadow.jsonl"), **extra})  # fmt: skip
-    command = [sys.executable, "-m", "proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(proxy_port),
+    command = [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(proxy_port),
                "--upstream", f"http://127.0.0.1:{upstream_port}/v1"]  # fmt: skip
     with (folder / "proxy.log").open("wb") as log:
         proxy = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
@@ -253,7 +253,7 @@ async def _shadowed(second: Second, bodies: list[dict[str, object]], headers: di
 
 
 def _records_in_sink(second: Second) -> int:
-    from eval.sinks import read_sink
+    from contextlift.eval.sinks import read_sink
 
     return len(read_sink(second.sink).records) if second.sink.exists() else 0
 
@@ -311,10 +311,10 @@ async def _offline_tools(ctx: Ctx) -> Verdict:
                                      b'{"candidates":[1]}', json.dumps({"model": "no candidates"}).encode(),
                                      b'{"candidates":[],"model":"\xe2\x80"}']) + b"\n")  # fmt: skip
         report = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "proxy.cli", "shadow-report", str(sink), "--out",
+            subprocess.run, [sys.executable, "-m", "contextlift.proxy.cli", "shadow-report", str(sink), "--out",
                              str(folder / "report")], cwd=ROOT, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        from eval.tasks.replay import build
+        from contextlift.eval.tasks.replay import build
 
         def never_asked(*_: object) -> str:
             raise AssertionError("no record here gets as far as a generated question")

@@ -143,8 +143,8 @@ async def _retries_malformed(ctx: Ctx) -> Verdict:
 
 async def _cap_below_minimum(ctx: Ctx) -> Verdict:
     env = {**local_env(ctx.knobs, ctx.key), "CONTEXTLIFT_STRATEGY_CAPS": json.dumps({"medoid.k": 0})}
-    command = [sys.executable, "-m", "proxy.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()),
-               "--upstream", "http://127.0.0.1:9/v1"]  # fmt: skip
+    command = [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--host", "127.0.0.1",
+               "--port", str(free_port()), "--upstream", "http://127.0.0.1:9/v1"]  # fmt: skip
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

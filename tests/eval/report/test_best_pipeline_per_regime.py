@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from eval.cases import Sample
-from eval.report.markdown import render_markdown
-from eval.verdicts.best_pipeline import best_pipeline_section, best_pipelines
-from eval.verdicts.results import RunInfo, results
-from eval.verdicts.stats import holm, sign_test
+from contextlift.eval.cases import Sample
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.verdicts.best_pipeline import best_pipeline_section, best_pipelines
+from contextlift.eval.verdicts.results import RunInfo, results
+from contextlift.eval.verdicts.stats import holm, sign_test
 
 ORDER = ("none", "reorder", "recite", "fact")
 
@@ -42,7 +42,7 @@ def lift(
 
 
 def family(*rows: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows with Holm's correction over them, as eval.verdicts.results computes it for one regime."""
+    """The rows with Holm's correction over them, as contextlift.eval.verdicts.results computes it for one regime."""
     return [
         {**row, "p_holm": p, "family": len(rows)} for row, p in zip(rows, holm([r["p"] for r in rows]), strict=True)
     ]

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from eval.cases import Sample
-from eval.report.markdown import render_markdown
-from eval.verdicts.effective_length import effective_lengths
-from eval.verdicts.results import RunInfo, results
+from contextlift.eval.cases import Sample
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.verdicts.effective_length import effective_lengths
+from contextlift.eval.verdicts.results import RunInfo, results
 
 VARIANT = "varsum, whitespace"
 SIZES = (0, 1000, 2000, 4000)

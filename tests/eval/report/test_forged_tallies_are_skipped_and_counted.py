@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 
 GOOD = {"kind": "shadow-tally", "run": "good", "time": "2026-01-01T00:00:00+00:00", "sampled": 5,
         "outcomes": {"evaluated": 3, "dropped-budget": 2}, "planned_calls": 4,

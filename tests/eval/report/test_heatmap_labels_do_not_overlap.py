@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from eval.report.plots import heatmap_figure
+from contextlift.eval.report.plots import heatmap_figure
 
 matplotlib.use("Agg")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval.report.plots import _baselines_of, _is_baseline
+from contextlift.eval.report.plots import _baselines_of, _is_baseline
 
 
 def cell(variant: str, value: float) -> dict[str, object]:

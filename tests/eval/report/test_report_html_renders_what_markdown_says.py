@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report.html import render_html
+from contextlift.eval.report.html import render_html
 
 
 def test_bold_is_rendered_and_tables_scroll_in_their_own_box(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Sample
-from eval.report.publish import write_report
-from eval.verdicts.results import RunInfo, load_samples
-from eval.verdicts.stats import estimate, gap_recovered, paired_bootstrap, wilson
+from contextlift.eval.cases import Sample
+from contextlift.eval.report.publish import write_report
+from contextlift.eval.verdicts.results import RunInfo, load_samples
+from contextlift.eval.verdicts.stats import estimate, gap_recovered, paired_bootstrap, wilson
 
 
 def test_estimate_is_mean_with_sample_stderr_and_wilson_interval() -> None:

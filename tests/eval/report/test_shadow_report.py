@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.report.shadow import summarise
-from proxy.cli import main
+from contextlift.eval.report.shadow import summarise
+from contextlift.proxy.cli import main
 from tests.fakes import FakeUpstream, completion
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is about topic {i}" for i in range(1, 6))

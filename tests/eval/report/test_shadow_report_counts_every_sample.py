@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 from tests.fakes import FakeUpstream
 from tests.proxy.shadow.test_shadow_evaluation import BODY, metric, settle, shadow_of
 

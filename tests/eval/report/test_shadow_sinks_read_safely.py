@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from eval import sinks
-from eval.sinks import read_sinks
+from contextlift.eval import sinks
+from contextlift.eval.sinks import read_sinks
 
 RECORD: dict[str, Any] = {
     "time": "2026-01-02T00:00:00",
@@ -33,7 +33,7 @@ def test_a_fifo_in_a_sink_folder_is_passed_over(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pod-b.jsonl")
     # In a child process: on the previous code the read blocks forever, and only a timeout ends it.
     script = (
-        "from pathlib import Path; from eval.sinks import read_sinks; "
+        "from pathlib import Path; from contextlift.eval.sinks import read_sinks; "
         f"print(len(read_sinks([Path({str(tmp_path)!r})]).records))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)

@@ -8,10 +8,10 @@ import base64
 import re
 from pathlib import Path
 
-from eval.identity import UpstreamIdentity
-from eval.report.html import render_html
-from eval.report.publish import write_report
-from eval.verdicts.results import RunInfo
+from contextlift.eval.identity import UpstreamIdentity
+from contextlift.eval.report.html import render_html
+from contextlift.eval.report.publish import write_report
+from contextlift.eval.verdicts.results import RunInfo
 from tests.eval.report.test_best_pipeline_per_regime import sample
 
 HOSTILE = "m`x\n![x](../secret.txt)\n<script>alert(1)</script>\n## owned\n| cell |**bold**"

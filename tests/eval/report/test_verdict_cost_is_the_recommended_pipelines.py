@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.cases import Sample
-from eval.report.html import render_html
-from eval.report.markdown import render_markdown
-from eval.verdicts.results import RunInfo, results
+from contextlift.eval.cases import Sample
+from contextlift.eval.report.html import render_html
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.verdicts.results import RunInfo, results
 from tests.eval.report.test_best_pipeline_per_regime import sample as litm_sample
 
 LATENCY_S = {"none": 1.0, "reorder": 2.0, "recite": 3.0}

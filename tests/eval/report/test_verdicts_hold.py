@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Sample
-from eval.policy_writer import CostCeiling, write_policy
-from eval.verdicts.results import RunInfo, results
-from eval.verdicts.stats import MIN_DISCORDANT, detectable_lift, holm, newcombe_paired, paired_lift, sign_test
+from contextlift.eval.cases import Sample
+from contextlift.eval.policy_writer import CostCeiling, write_policy
+from contextlift.eval.verdicts.results import RunInfo, results
+from contextlift.eval.verdicts.stats import (
+    MIN_DISCORDANT,
+    detectable_lift,
+    holm,
+    newcombe_paired,
+    paired_lift,
+    sign_test,
+)
 from tests.eval.report.test_best_pipeline_per_regime import sample
 
 PAPER = {"litm-qa": {"name": "litm-qa", "prompt": "paper", "positional": True}}

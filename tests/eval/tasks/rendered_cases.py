@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from eval.cases import Case, Grid
-from eval.metrics import holds_answer
-from eval.sources import Sources
-from eval.tasks import litm_qa
-from eval.tasks.litm import Passage
-from eval.tasks.prompt_shapes import PAPER, SHAPES, Chat
+from contextlift.eval.cases import Case, Grid
+from contextlift.eval.metrics import holds_answer
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.litm import Passage
+from contextlift.eval.tasks.prompt_shapes import PAPER, SHAPES, Chat
 
 
 def rendered(grid: Grid, sources: Sources) -> list[tuple[Case, str, list[Passage]]]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from eval.cases import Grid
-from eval.metrics import normalize_answer
-from eval.sources import Sources
-from eval.tasks import litm_qa
-from eval.tasks.chunks import CHUNK_CHARACTERS, FOLLOWING, Chunker, chunker
-from eval.tasks.litm import Passage
+from contextlift.eval.cases import Grid
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.chunks import CHUNK_CHARACTERS, FOLLOWING, Chunker, chunker
+from contextlift.eval.tasks.litm import Passage
 from tests.benchmark_data import SQUAD, data_file
 
 

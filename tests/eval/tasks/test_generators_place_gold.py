@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from eval.cases import Grid, resolve_positions
-from eval.plan import build_cases, make_plan
-from eval.sources import Sources
-from eval.tasks import length, litm_kv, litm_qa, multifact, swim
-from eval.tasks.litm import QA_INSTRUCTION
-from strategies import DocumentFormat, parse_request
+from contextlift.eval.cases import Grid, resolve_positions
+from contextlift.eval.plan import build_cases, make_plan
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import length, litm_kv, litm_qa, multifact, swim
+from contextlift.eval.tasks.litm import QA_INSTRUCTION
+from contextlift.strategies import DocumentFormat, parse_request
 
 NO_FILES = Sources()
 
@@ -104,7 +104,7 @@ def test_length_distraction_has_the_token_count_and_the_evidence_moves() -> None
     assert last.prompt.index("# Others") < last.prompt.index("x1 = ") < last.prompt.index("# Question")
     assert first.prompt.endswith("# Answer\nLet's think step by step.")
     distraction = first.prompt.split("# Others\n", 1)[1].split("# Question", 1)[0]
-    from strategies import TiktokenTokenizer
+    from contextlift.strategies import TiktokenTokenizer
 
     assert 950 <= TiktokenTokenizer().count(re.sub(r"</?document[^>]*>", "", distraction)) <= 1010
     # The evidence is the task's first element; the distraction's elements, under their own heading, are another run

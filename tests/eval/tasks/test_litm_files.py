@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from eval.metrics import normalize_answer
-from eval.tasks.litm import (
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.tasks.litm import (
     closed_book_prompt,
     distractors_from_other_questions,
     kv_prompt,
@@ -19,7 +19,7 @@ from eval.tasks.litm import (
     place_kv,
     qa_prompt,
 )
-from strategies import DocumentFormat, parse_request
+from contextlift.strategies import DocumentFormat, parse_request
 from tests.benchmark_data import LITM_KV_75, LITM_KV_140, LITM_ORACLE, data_file
 
 

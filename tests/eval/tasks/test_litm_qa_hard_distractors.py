@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Case, Grid, Sample
-from eval.plan import make_plan, task_record
-from eval.report.markdown import render_markdown
-from eval.sources import Sources
-from eval.tasks import litm_qa
-from eval.tasks.fiction import TEMPLATES, invented_facts
-from eval.tasks.prompt_shapes import SHAPES
-from eval.tasks.same_entity import same_entity_distractors
-from eval.verdicts.results import RunInfo, results
-from strategies import parse_request
+from contextlift.eval.cases import Case, Grid, Sample
+from contextlift.eval.plan import make_plan, task_record
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.fiction import TEMPLATES, invented_facts
+from contextlift.eval.tasks.prompt_shapes import SHAPES
+from contextlift.eval.tasks.same_entity import same_entity_distractors
+from contextlift.eval.verdicts.results import RunInfo, results
+from contextlift.strategies import parse_request
 from tests.eval.tasks.rendered_cases import holds, rendered
 from tests.eval.tasks.test_prompt_shapes_are_detected import BLANK_LINE_JOINS
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Grid
-from eval.metrics import normalize_answer
-from eval.sources import Sources, find_sources
-from eval.tasks import litm_qa
-from eval.tasks.litm import Passage
-from eval.tasks.prompt_shapes import SHAPES
-from eval.tasks.squad import load_squad, same_article_questions
-from strategies import parse_request
+from contextlift.eval.cases import Grid
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.sources import Sources, find_sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.litm import Passage
+from contextlift.eval.tasks.prompt_shapes import SHAPES
+from contextlift.eval.tasks.squad import load_squad, same_article_questions
+from contextlift.strategies import parse_request
 from tests.benchmark_data import SQUAD, data_file, data_folder
 from tests.eval.tasks.rendered_cases import holds, rendered
 from tests.eval.tasks.test_prompt_shapes_are_detected import BLANK_LINE_JOINS

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from eval.cases import Case, Grid, Sample
-from eval.plan import make_plan, task_record
-from eval.report.markdown import render_markdown
-from eval.sources import Sources
-from eval.tasks import litm_qa, swim
-from eval.tasks.litm import Passage, qa_prompt
-from eval.tasks.prompt_shapes import SHAPES, Chat
-from eval.verdicts.results import RunInfo, results
+from contextlift.eval.cases import Case, Grid, Sample
+from contextlift.eval.plan import make_plan, task_record
+from contextlift.eval.report.markdown import render_markdown
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa, swim
+from contextlift.eval.tasks.litm import Passage, qa_prompt
+from contextlift.eval.tasks.prompt_shapes import SHAPES, Chat
+from contextlift.eval.verdicts.results import RunInfo, results
 
 GRIDS = {
     "litm-qa": Grid((10,), ("0", "9"), 2),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from eval.cases import Grid
-from eval.sources import Sources
-from eval.tasks import litm_qa
-from eval.tasks.prompt_shapes import SHAPES
-from strategies import parse_request
+from contextlift.eval.cases import Grid
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.prompt_shapes import SHAPES
+from contextlift.strategies import parse_request
 from tests.benchmark_data import SQUAD, data_file
 
 EXPECTED = {

@@ -40,12 +40,12 @@ from llama_index.core.prompts.chat_prompts import CHAT_TEXT_QA_PROMPT
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from pydantic import Field
 
-from eval.cases import Case, Grid
-from eval.metrics import best_subspan_em, dspy_field
-from eval.sources import Sources
-from eval.tasks import litm_qa
-from eval.tasks.litm import Passage
-from eval.tasks.prompt_shapes import LANGCHAIN_RAG_SYSTEM, SHAPES, prompt_shape
+from contextlift.eval.cases import Case, Grid
+from contextlift.eval.metrics import best_subspan_em, dspy_field
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import litm_qa
+from contextlift.eval.tasks.litm import Passage
+from contextlift.eval.tasks.prompt_shapes import LANGCHAIN_RAG_SYSTEM, SHAPES, prompt_shape
 
 
 # A framework's synchronous API run here sets an event loop on the main thread and never closes it; once a later
@@ -200,7 +200,10 @@ def eval_cases(shape: str) -> list[tuple[str, list[Passage], Case]]:
 
 def test_the_eval_imports_none_of_the_frameworks() -> None:
     frameworks = ("langchain", "llama_index", "dspy")
-    code = f"import sys, eval.command, eval.plan; assert not any(m.startswith({frameworks}) for m in sys.modules)"
+    code = (
+        "import sys, contextlift.eval.command, contextlift.eval.plan; "
+        f"assert not any(m.startswith({frameworks}) for m in sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

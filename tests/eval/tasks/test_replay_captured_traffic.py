@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 from tests.fakes import FakeUpstream, completion
 from tests.serving import fake_upstream_url, request_body
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Grid
-from eval.sources import Sources
-from eval.tasks import swim
+from contextlift.eval.cases import Grid
+from contextlift.eval.sources import Sources
+from contextlift.eval.tasks import swim
 
 
 @pytest.fixture

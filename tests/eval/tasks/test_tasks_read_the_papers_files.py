@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from eval.cases import Grid
-from eval.metrics import normalize_answer
-from eval.sources import find_sources
-from eval.tasks import length, litm_kv, litm_qa, swim
-from eval.tasks.litm import load_kv, load_qa
+from contextlift.eval.cases import Grid
+from contextlift.eval.metrics import normalize_answer
+from contextlift.eval.sources import find_sources
+from contextlift.eval.tasks import length, litm_kv, litm_qa, swim
+from contextlift.eval.tasks.litm import load_kv, load_qa
 from tests.benchmark_data import GSM8K, LITM_KV_75, LITM_KV_140, LITM_ORACLE, SQUAD, data_folder
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from proxy import SettingsError
-from proxy.policy import Rule, ranker_margin
+from contextlift.proxy import SettingsError
+from contextlift.proxy.policy import Rule, ranker_margin
 from tests.fakes import FakeUpstream
 
 EVIDENCE = 'evidence = { id = "r#litm-qa/x", lift = 0.1, ci95 = [0.04, 0.19], n = 90, report = "r", date = "d" }'

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from proxy import SettingsError
-from proxy.policy import BUILT_IN, Policy, PolicyError, RequestFeatures, load_policy
-from strategies import Pipeline
+from contextlift.proxy import SettingsError
+from contextlift.proxy.policy import BUILT_IN, Policy, PolicyError, RequestFeatures, load_policy
+from contextlift.strategies import Pipeline
 from tests.fakes import FakeUpstream
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is about topic {i}" for i in range(1, 6))
@@ -108,7 +108,7 @@ def test_a_malformed_policy_is_refused_with_the_reason(tmp_path: Path, text: str
 
 
 def test_the_built_in_policy_and_the_example_load() -> None:
-    from proxy.policy import example_policy
+    from contextlift.proxy.policy import example_policy
 
     built_in = load_policy(BUILT_IN, lambda text, param: Pipeline())
     assert built_in.choose(features(model="smollm2-135m-instruct", format="litm")).rule == "smollm2-litm"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from proxy import Settings, create_app
-from proxy.policy import load_policy
-from proxy.remote_rankers import ServiceRanker
-from proxy.routes import chat as chat_route
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.policy import load_policy
+from contextlift.proxy.remote_rankers import ServiceRanker
+from contextlift.proxy.routes import chat as chat_route
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.auto.test_auto_margin import EVIDENCE, STANDS_OUT
 from tests.serving import UPSTREAM

@@ -15,11 +15,11 @@ from typing import Any, cast
 
 import pytest
 
-from proxy.app import _watch_policy
-from proxy.policy import PolicyError, load_policy
-from proxy.settings import Settings
-from proxy.state import ProxyState
-from strategies import Pipeline, build_registry
+from contextlift.proxy.app import _watch_policy
+from contextlift.proxy.policy import PolicyError, load_policy
+from contextlift.proxy.settings import Settings
+from contextlift.proxy.state import ProxyState
+from contextlift.strategies import Pipeline, build_registry
 from tests.fakes import FakeUpstream
 from tests.proxy.auto.test_auto_policy import BODY, policy_text, rule, written
 
@@ -140,7 +140,7 @@ async def test_a_reload_never_holds_the_event_loop(tmp_path: Path, monkeypatch: 
         time.sleep(1.5)
         raise PolicyError("slow and bad")
 
-    monkeypatch.setattr("proxy.state.load_policy", slow_load)
+    monkeypatch.setattr("contextlift.proxy.state.load_policy", slow_load)
     gaps = [0.0]
 
     async def heartbeat() -> None:  # what /healthz needs: the loop turning every few milliseconds

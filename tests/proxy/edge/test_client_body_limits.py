@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.edge.raw_asgi import call
 from tests.serving import UPSTREAM, chat

@@ -8,9 +8,9 @@ import asyncio
 import time
 from typing import Any, cast
 
-from proxy.settings import Settings
-from proxy.state import ProxyState
-from strategies import build_registry
+from contextlift.proxy.settings import Settings
+from contextlift.proxy.state import ProxyState
+from contextlift.strategies import build_registry
 
 
 def state() -> ProxyState:

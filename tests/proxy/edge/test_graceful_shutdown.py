@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.local_model import free_port
+from contextlift.proxy.local_model import free_port
 from tests.fakes import chunk
 from tests.serving import fake_upstream_url
 
@@ -59,7 +59,7 @@ def start_proxy(upstream_url: str, grace: float, tmp_path: Path) -> tuple[subpro
     }
     with (tmp_path / "proxy.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream_url, "--port", str(port)],
+            [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--upstream", upstream_url, "--port", str(port)],
             env=env, stdout=log, stderr=log,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

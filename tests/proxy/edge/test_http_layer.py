@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from proxy import Settings, create_app
-from proxy.edge.server import build_server
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.server import build_server
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, chat, serve_in_thread
 

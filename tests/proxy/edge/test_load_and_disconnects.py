@@ -15,8 +15,8 @@ import httpx
 import pytest
 import structlog
 
-from proxy import Settings, create_app
-from proxy.observability.logs import configure_logging
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.observability.logs import configure_logging
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk
 from tests.serving import UPSTREAM, chat
 

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import Settings, create_app
-from proxy.edge.paths import canonical_path, encoded_path
-from proxy.errors import InvalidPath
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.paths import canonical_path, encoded_path
+from contextlift.proxy.errors import InvalidPath
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.edge.raw_asgi import call
 from tests.serving import UPSTREAM

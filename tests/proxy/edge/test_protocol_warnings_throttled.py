@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy import Settings, create_app
-from proxy.edge.http_protocol import ThrottledWarnings
-from proxy.edge.server import build_server
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.http_protocol import ThrottledWarnings
+from contextlift.proxy.edge.server import build_server
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, serve_in_thread
 

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import Settings, create_app
-from proxy.edge.server import ProxyServer, build_server
-from proxy.local_model import free_port
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.server import ProxyServer, build_server
+from contextlift.proxy.local_model import free_port
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, never_answers, stalls_after_one_event
 from tests.serving import UPSTREAM, chat, fake_upstream_url, request_body, serve_in_thread
 
@@ -137,7 +137,7 @@ def test_the_process_exits_within_grace_plus_one_second(upstream_url: str, tmp_p
     env = {**os.environ, "CONTEXTLIFT_SHUTDOWN_GRACE": str(grace), "CONTEXTLIFT_LOG_FORMAT": "json"}
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream_url, "--port", str(port)],
+            [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--upstream", upstream_url, "--port", str(port)],
             env={**env, "HF_HUB_OFFLINE": "1"}, stdout=log, stderr=log,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import structlog
 
-from proxy.observability.logs import configure_logging, redact
+from contextlift.proxy.observability.logs import configure_logging, redact
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.observability.metrics import ProxyMetrics
+from contextlift.proxy.observability.metrics import ProxyMetrics
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

@@ -12,9 +12,9 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy import Settings
-from proxy.observability.logs import configure_logging
-from proxy.observability.telemetry import configure_tracing
+from contextlift.proxy import Settings
+from contextlift.proxy.observability.logs import configure_logging
+from contextlift.proxy.observability.telemetry import configure_tracing
 
 DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 4))
 BODY: dict[str, Any] = {

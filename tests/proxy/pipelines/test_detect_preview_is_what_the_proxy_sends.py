@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import main
-from strategies import build_registry
+from contextlift.proxy.cli import main
+from contextlift.strategies import build_registry
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from strategies import build_registry
+from contextlift.strategies import build_registry
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

@@ -15,7 +15,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy.observability.logs import configure_logging
+from contextlift.proxy.observability.logs import configure_logging
 from tests.fakes import FakeUpstream, completion
 from tests.serving import chat
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import main
+from contextlift.proxy.cli import main
 from tests.strategies.framework_prompts import framework_prompts
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from proxy import Settings
+from contextlift.proxy import Settings
 from tests.fakes import FakeUpstream
 from tests.serving import UPSTREAM, chat
 

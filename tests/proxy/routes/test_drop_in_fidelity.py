@@ -49,7 +49,7 @@ def test_twenty_megabytes_of_images_reach_the_upstream(client: Any, fake: FakeUp
 def test_an_azure_shaped_upstream_gets_its_query_and_api_key_header(fake: FakeUpstream) -> None:
     from litestar.testing import TestClient
 
-    from proxy import Settings, create_app
+    from contextlift.proxy import Settings, create_app
     from tests.fakes import FakeEmbedder
 
     settings = Settings(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from strategies import TiktokenTokenizer
+from contextlift.strategies import TiktokenTokenizer
 from tests.fakes import FakeUpstream, chunk, sse_body, sse_response
 from tests.serving import chat
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.request_log import MAX_ORDER_NUMBERS
+from contextlift.proxy.request_log import MAX_ORDER_NUMBERS
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

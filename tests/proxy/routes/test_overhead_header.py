@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import Settings, create_app
-from proxy.edge.server import build_server
-from proxy.upstream.ledger import CallLedger
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.edge.server import build_server
+from contextlift.proxy.upstream.ledger import CallLedger
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import UPSTREAM, chat, serve_in_thread
 

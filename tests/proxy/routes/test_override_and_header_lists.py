@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.edge.intake import UPSTREAM_OVERRIDE_FIELDS, UPSTREAM_OVERRIDE_HEADERS
-from proxy.upstream.headers import NEVER_FORWARDED
+from contextlift.proxy.edge.intake import UPSTREAM_OVERRIDE_FIELDS, UPSTREAM_OVERRIDE_HEADERS
+from contextlift.proxy.upstream.headers import NEVER_FORWARDED
 from tests.fakes import FakeUpstream, completion
 from tests.serving import chat
 

@@ -11,7 +11,7 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, FakeUpstream, completion
 from tests.serving import UPSTREAM
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-import proxy.routes.chat_streams
-import proxy.routes.stream_usage
+import contextlift.proxy.routes.chat_streams
+import contextlift.proxy.routes.stream_usage
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import chat
 
@@ -35,10 +35,10 @@ def boom(*_: Any, **__: Any) -> Any:
 
 
 STAGES = [
-    (proxy.routes.stream_usage.StreamUsage, "observe"),
-    (proxy.routes.stream_usage.StreamUsage, "missing_chunk"),
-    (proxy.routes.chat_streams, "data_frame"),
-    (proxy.routes.chat_streams, "next_or_drained"),
+    (contextlift.proxy.routes.stream_usage.StreamUsage, "observe"),
+    (contextlift.proxy.routes.stream_usage.StreamUsage, "missing_chunk"),
+    (contextlift.proxy.routes.chat_streams, "data_frame"),
+    (contextlift.proxy.routes.chat_streams, "next_or_drained"),
 ]
 
 
@@ -57,7 +57,7 @@ def test_a_failure_at_any_stage_of_a_relayed_stream_ends_it_cleanly(
 def test_a_failure_while_framing_a_medoid_answer_ends_the_stream_cleanly(
     client: Any, fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    monkeypatch.setattr(proxy.routes.chat_streams, name, boom)
+    monkeypatch.setattr(contextlift.proxy.routes.chat_streams, name, boom)
     response = client.post(
         "/v1/chat/completions", json=chat(QUESTION, stream=True), headers={"x-context-strategy": "medoid; k=2"}
     )

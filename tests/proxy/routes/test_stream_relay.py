@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy import Settings, create_app
-from strategies import TiktokenTokenizer
+from contextlift.proxy import Settings, create_app
+from contextlift.strategies import TiktokenTokenizer
 from tests.fakes import FakeEmbedder, FakeUpstream, chunk, sse_body, sse_response
 from tests.serving import UPSTREAM, chat
 

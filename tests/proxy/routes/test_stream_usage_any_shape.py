@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.routes.stream_usage import StreamUsage
+from contextlift.proxy.routes.stream_usage import StreamUsage
 from tests.fakes import FakeUpstream, chunk, sse_body, sse_response
 from tests.serving import chat
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.settings import SettingsError
+from contextlift.proxy.settings import SettingsError
 from tests.fakes import FakeUpstream
 from tests.serving import chat
 

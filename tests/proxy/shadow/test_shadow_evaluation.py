@@ -193,14 +193,14 @@ def test_requests_without_documents_are_not_sampled(make_client: Any, fake: Fake
 
 
 def test_a_candidate_that_does_not_resolve_stops_start_up(make_client: Any) -> None:
-    from proxy import SettingsError
+    from contextlift.proxy import SettingsError
 
     with pytest.raises(SettingsError, match=r"shadow_strategies\[0\]"):
         make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["no-such-strategy"])
 
 
 def test_a_write_that_comes_after_close_does_not_reopen_the_sink(tmp_path: Path) -> None:
-    from proxy.shadow.sink import ShadowSink
+    from contextlift.proxy.shadow.sink import ShadowSink
 
     sink = ShadowSink(tmp_path / "s.jsonl", 1 << 20)
     sink.write({"n": 1})

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.tasks.litm import Passage, qa_prompt
-from proxy.cli import main
+from contextlift.eval.tasks.litm import Passage, qa_prompt
+from contextlift.proxy.cli import main
 from tests.fakes import FakeUpstream, completion
 from tests.proxy.shadow.test_shadow_evaluation import metric, settle
 

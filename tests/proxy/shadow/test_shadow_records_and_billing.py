@@ -16,7 +16,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from eval.sinks import read_sink
+from contextlift.eval.sinks import read_sink
 from tests.fakes import FakeUpstream, chunk, completion, sse_body
 from tests.proxy.shadow.test_shadow_evaluation import BODY, hangs, metric, settle, shadow_of
 
@@ -123,7 +123,7 @@ def test_a_sink_that_cannot_be_written_is_said_without_the_record_and_not_counte
 
 
 def test_a_write_after_a_failed_one_starts_a_line_of_its_own(tmp_path: Path) -> None:
-    from proxy.shadow.sink import ShadowSink
+    from contextlift.proxy.shadow.sink import ShadowSink
 
     path = tmp_path / "s.jsonl"
     sink = ShadowSink(path, 1 << 20)

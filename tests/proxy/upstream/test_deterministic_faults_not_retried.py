@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder
 from tests.serving import chat, raw_upstream
 

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.remote_rankers import RankerSetting, ServiceRanker
-from strategies.rankers import RankerFailure
-from strategies.request import Document
+from contextlift.proxy.remote_rankers import RankerSetting, ServiceRanker
+from contextlift.strategies.rankers import RankerFailure
+from contextlift.strategies.request import Document
 
 DOCUMENTS = [Document(f"document number {i}") for i in range(3)]
 HUGE_INTEGER = "1" + "0" * 400

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import structlog.testing
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder
 from tests.serving import chat, raw_upstream
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from proxy.app import create_app
-from proxy.settings import Settings, SettingsError
+from contextlift.proxy.app import create_app
+from contextlift.proxy.settings import Settings, SettingsError
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.serving import UPSTREAM, fake_upstream_url, request_body
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.upstream.retry import retry_after_seconds
+from contextlift.proxy.upstream.retry import retry_after_seconds
 from tests.fakes import FakeUpstream, completion
 from tests.serving import chat
 

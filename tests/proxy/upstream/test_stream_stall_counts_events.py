@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from proxy import Settings, create_app
+from contextlift.proxy import Settings, create_app
 from tests.fakes import FakeEmbedder, chunk
 from tests.serving import raw_upstream
 

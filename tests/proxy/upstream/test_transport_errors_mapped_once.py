@@ -6,14 +6,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from proxy.errors import (
+from contextlift.proxy.errors import (
     UpstreamConnectionLost,
     UpstreamError,
     UpstreamPoolExhausted,
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.transport_errors import mapped_transport_errors
+from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 
 
 @pytest.mark.parametrize(

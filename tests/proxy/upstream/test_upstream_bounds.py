@@ -138,7 +138,7 @@ def test_a_malformed_event_ends_the_stream_with_an_error_event(client: Any, fake
 
 
 def test_a_huge_event_arriving_in_small_writes_is_decoded_in_linear_time() -> None:
-    from proxy.upstream.sse import SSEDecoder
+    from contextlift.proxy.upstream.sse import SSEDecoder
 
     decoder = SSEDecoder(8 * 1024 * 1024)
     data = b"data: " + b"x" * 4_700_000 + b"\n\n"

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import Settings, create_app
-from proxy.upstream import transport
+from contextlift.proxy import Settings, create_app
+from contextlift.proxy.upstream import transport
 from tests.fakes import FakeEmbedder, completion
 from tests.serving import UPSTREAM, chat, raw_upstream
 

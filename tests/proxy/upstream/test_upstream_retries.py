@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.errors import UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
-from proxy.upstream.retry import RetryPolicy, retry_after_seconds
+from contextlift.proxy.errors import UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from contextlift.proxy.upstream.retry import RetryPolicy, retry_after_seconds
 from tests.fakes import FakeUpstream, completion
 from tests.serving import chat
 

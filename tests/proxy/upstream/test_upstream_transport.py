@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from proxy.errors import (
+from contextlift.proxy.errors import (
     UpstreamBodyTooLarge,
     UpstreamConnectionLost,
     UpstreamProtocolError,
@@ -18,11 +18,11 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.local_model import free_port
-from proxy.upstream.client import StreamLimits, UpstreamClient
-from proxy.upstream.request import RequestUpstream
-from proxy.upstream.transport import build_transport
-from proxy.upstream.transport_errors import mapped_transport_errors
+from contextlift.proxy.local_model import free_port
+from contextlift.proxy.upstream.client import StreamLimits, UpstreamClient
+from contextlift.proxy.upstream.request import RequestUpstream
+from contextlift.proxy.upstream.transport import build_transport
+from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 from tests.serving import raw_upstream as scripted
 
 OK = b'{"ok": true}'

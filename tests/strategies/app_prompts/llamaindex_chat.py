@@ -41,7 +41,7 @@ def _run(engine_name: str, chunks: Sequence[Chunk], question: str) -> tuple[dict
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
     from llama_index.llms.openai.utils import to_openai_message_dicts
 
-    from strategies.tokens import ENCODING
+    from contextlift.strategies.tokens import ENCODING
 
     recorded: list[list[ChatMessage]] = []
 

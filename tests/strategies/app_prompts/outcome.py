@@ -19,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strategies import ChatRequest, DeclaredFormat, DocumentLimits, build_registry, parse_request, parse_selection
+from contextlift.strategies import (
+    ChatRequest,
+    DeclaredFormat,
+    DocumentLimits,
+    build_registry,
+    parse_request,
+    parse_selection,
+)
 from tests.strategies.app_prompts.shape import AppShape
 
 SELECTION = "reorder; order=promote"

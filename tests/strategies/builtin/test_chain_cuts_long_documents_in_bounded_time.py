@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strategies import (
+from contextlift.strategies import (
     ChatRequest,
     Document,
     DocumentBlock,
@@ -19,8 +19,8 @@ from strategies import (
     parse_selection,
     run_pipeline,
 )
-from strategies.builtin.chain import chunk_documents
-from strategies.tokens import TiktokenTokenizer
+from contextlift.strategies.builtin.chain import chunk_documents
+from contextlift.strategies.tokens import TiktokenTokenizer
 from tests.cpu_time import cpu_clock
 from tests.strategies.scripted import ScriptedUpstream
 

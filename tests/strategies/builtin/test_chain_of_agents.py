@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import (
+from contextlift.strategies import (
     ChatRequest,
     Completion,
     Document,
@@ -25,9 +25,9 @@ from strategies import (
     parse_selection,
     run_pipeline,
 )
-from strategies.builtin.chain import Chunk, chunk_documents, split_text
-from strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
-from strategies.spans import render_litm_line
+from contextlift.strategies.builtin.chain import Chunk, chunk_documents, split_text
+from contextlift.strategies.builtin.prompts import CHAIN_MANAGER_PROMPT, CHAIN_WORKER_PROMPT
+from contextlift.strategies.spans import render_litm_line
 from tests.cpu_time import cpu_clock
 from tests.fakes import chunk
 from tests.strategies.scripted import ScriptedUpstream

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from strategies.builtin.excerpt import ELISION, MAX_CHARS_PER_TOKEN, bounded, quotation
-from strategies.tokens import TiktokenTokenizer
+from contextlift.strategies.builtin.excerpt import ELISION, MAX_CHARS_PER_TOKEN, bounded, quotation
+from contextlift.strategies.tokens import TiktokenTokenizer
 from tests.cpu_time import cpu_clock
 
 MB = 1_000_000

@@ -12,8 +12,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import Services, TiktokenTokenizer, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.excerpt import ELISION, FRAMING, bounded, quotation
+from contextlift.strategies import (
+    Services,
+    TiktokenTokenizer,
+    build_registry,
+    parse_request,
+    parse_selection,
+    run_pipeline,
+)
+from contextlift.strategies.builtin.excerpt import ELISION, FRAMING, bounded, quotation
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT, RECITE_PROMPT
+from contextlift.strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.builtin.prompts import FACT_RETRIEVAL_PROMPT, RECITE_PROMPT
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from strategies import ChatRequest, Document, DocumentBlock, DocumentFormat
-from strategies.builtin.fact import _Remaining
-from strategies.builtin.recite import recited_evidence
-from strategies.copied_text import MAX_ANSWER_CHARS, MAX_CANDIDATES, MAX_LINES, CopiedTextIndex, lines_of
+from contextlift.strategies import ChatRequest, Document, DocumentBlock, DocumentFormat
+from contextlift.strategies.builtin.fact import _Remaining
+from contextlift.strategies.builtin.recite import recited_evidence
+from contextlift.strategies.copied_text import MAX_ANSWER_CHARS, MAX_CANDIDATES, MAX_LINES, CopiedTextIndex, lines_of
 from tests.cpu_time import cpu_clock
 
 LINE_WORDS = [f"word{i}" for i in range(200)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

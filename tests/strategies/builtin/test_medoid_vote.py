@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.medoid import says_absent
+from contextlift.strategies import Completion, Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.builtin.medoid import says_absent
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import FakeFailure, ScriptedUpstream
 

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.rankers import Ranker, RankerFailure, RankerSet, published_rankers, rank_documents
-from strategies.rankers.fusion import RRF_K, Fusion
-from strategies.rankers.lexical import bm25_scores
-from strategies.request import Document
-from strategies.selection import StrategySelectionError
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.rankers import Ranker, RankerFailure, RankerSet, published_rankers, rank_documents
+from contextlift.strategies.rankers.fusion import RRF_K, Fusion
+from contextlift.strategies.rankers.lexical import bm25_scores
+from contextlift.strategies.request import Document
+from contextlift.strategies.selection import StrategySelectionError
 from tests.fakes import FakeEmbedder
 from tests.strategies.builtin.test_reorder_edges import litm
 from tests.strategies.scripted import ScriptedUpstream

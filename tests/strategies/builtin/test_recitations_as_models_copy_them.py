@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from strategies import build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.recite import recited_evidence
-from strategies.pipeline import Services
+from contextlift.strategies import build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.builtin.recite import recited_evidence
+from contextlift.strategies.pipeline import Services
 from tests.fakes import FakeEmbedder
 from tests.strategies.builtin.test_executor_prompts import BODY
 from tests.strategies.framework_prompts import RELEVANT, SHAPE_NAMES, framework_prompts

@@ -7,9 +7,9 @@ gold document's own text where the model's lines point at it, and fall back wher
 
 from __future__ import annotations
 
-from eval.runner import request_body
-from strategies import parse_request
-from strategies.builtin.recite import recited_evidence
+from contextlift.eval.runner import request_body
+from contextlift.strategies import parse_request
+from contextlift.strategies.builtin.recite import recited_evidence
 from tests.strategies.recitations import recorded
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.reorder import arrange
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.builtin.reorder import arrange
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

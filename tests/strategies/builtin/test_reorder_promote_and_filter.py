@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strategies.builtin.reorder import arrange
+from contextlift.strategies.builtin.reorder import arrange
 from tests.fakes import FakeEmbedder
 from tests.strategies.builtin.test_reorder_edges import DOCS, litm, run
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 
 MONT_BLANC = "Mont Blanc is the highest mountain in the Alps.\n\nIt rises 4,806 metres above sea level."
 K2 = "K2 is the second highest mountain on Earth."

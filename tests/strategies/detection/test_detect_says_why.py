@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from strategies import DocumentLimits
-from strategies.detection.explain import HINTS, explain_detection
-from strategies.detection.find import _REASON_RANK
+from contextlift.strategies import DocumentLimits
+from contextlift.strategies.detection.explain import HINTS, explain_detection
+from contextlift.strategies.detection.find import _REASON_RANK
 
 
 def body(*messages: dict[str, Any]) -> dict[str, Any]:

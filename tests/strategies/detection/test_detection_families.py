@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 
 QUESTION = "Which of these sources says when the bridge opened?"
 JOIN = "\n\n---\n\n"

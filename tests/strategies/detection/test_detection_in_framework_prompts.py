@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from strategies import SentenceTransformerEmbedder, Services, StepContext, parse_request
-from strategies.builtin.reorder import Reorder
+from contextlift.strategies import SentenceTransformerEmbedder, Services, StepContext, parse_request
+from contextlift.strategies.builtin.reorder import Reorder
 from tests.strategies.framework_prompts import framework_prompts
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from strategies.builtin.recite import recited_evidence
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies.builtin.recite import recited_evidence
 from tests.cpu_time import cpu_clock
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
@@ -171,7 +171,7 @@ def test_a_megabyte_recitation_against_many_similar_documents_is_read_in_bounded
 
 
 def test_a_megabyte_retrieval_answer_is_read_in_bounded_time() -> None:
-    from strategies.builtin.fact import _Remaining
+    from contextlift.strategies.builtin.fact import _Remaining
 
     request = parse_request(many_documents(1_000))
     remaining = _Remaining(list(request.documents))

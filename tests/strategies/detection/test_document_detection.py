@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strategies import DocumentFormat, parse_request
+from contextlift.strategies import DocumentFormat, parse_request
 from tests.benchmark_data import LITM_KV_75, data_file
 
 INSTRUCTION = (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strategies import DocumentLimitError, DocumentLimits, parse_request
+from contextlift.strategies import DocumentLimitError, DocumentLimits, parse_request
 from tests.cpu_time import cpu_clock
 
 LIMITS = DocumentLimits(max_documents=3, max_document_bytes=100)

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 
 line_text = st.text(st.characters(blacklist_categories=["Cs", "Cc"]), max_size=40)
 any_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=200)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from strategies import DeclaredFormat, DocumentLimits, parse_request
+from contextlift.strategies import DeclaredFormat, DocumentLimits, parse_request
 from tests.strategies.ordinary_prompts import ordinary_prompts
 
 PROXY_LIMITS = DocumentLimits(max_documents=2_000, max_document_bytes=8 << 20)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 
 
 def body(content: Any) -> dict[str, Any]:

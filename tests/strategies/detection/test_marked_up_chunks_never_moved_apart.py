@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 from tests.strategies.app_prompts.corpus import shipped_text
 from tests.strategies.real_chunks import FAMILIES, pydoc_texts
 
@@ -166,7 +166,7 @@ def test_prose_chunks_joined_by_a_rule_are_still_moved_whole() -> None:
 
 
 def test_detect_says_what_made_the_reading_a_guess_and_the_declaration_that_moves_it() -> None:
-    from strategies import explain_detection
+    from contextlift.strategies import explain_detection
 
     body, _ = _prompt("code-fence-holding-rules", "langchain-dashes-spaced")
     found = explain_detection(copy.deepcopy(body))

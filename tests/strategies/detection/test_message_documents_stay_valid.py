@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
+from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
 from tests.fakes import FakeEmbedder
 from tests.strategies.scripted import ScriptedUpstream
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 from tests.strategies.ordinary_prompts import DATA_SOURCES, ordinary_prompts
 
 CASES = ordinary_prompts()

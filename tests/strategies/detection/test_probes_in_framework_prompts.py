@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from strategies import parse_request
-from strategies.probes import KINDS, make_probe, place_probe, probe_correct
+from contextlift.strategies import parse_request
+from contextlift.strategies.probes import KINDS, make_probe, place_probe, probe_correct
 from tests.strategies.framework_prompts import framework_prompts
 
 PROMPTS = {p.name: p for p in framework_prompts()}
@@ -69,7 +69,7 @@ def _words(text: str) -> set[str]:
 
 
 def test_a_nolima_question_shares_no_word_with_its_needle_and_its_distractors_do() -> None:
-    from strategies.rankers.lexical import Lexical
+    from contextlift.strategies.rankers.lexical import Lexical
 
     request = parse_request(copy.deepcopy(PROMPTS["llamaindex-query-engine"].body))
     found_first = placements = 0

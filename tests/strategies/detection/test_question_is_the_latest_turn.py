@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 
 FENCED_SYSTEM = "Use the context below.\n------\nParis is in France.\n\nBerlin is in Germany.\n------"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from strategies import parse_request
+from contextlift.strategies import parse_request
 from tests.strategies.real_chunks import DECLINED, FAMILIES, chunk_prompt
 
 CASES = [

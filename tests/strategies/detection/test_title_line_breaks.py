@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from strategies import Document, DocumentFormat, parse_request
-from strategies.spans import render_litm_line
+from contextlift.strategies import Document, DocumentFormat, parse_request
+from contextlift.strategies.spans import render_litm_line
 
 BREAKS = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 

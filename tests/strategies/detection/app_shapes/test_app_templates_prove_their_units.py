@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from strategies.detection.apps import APP_TEMPLATES, AppTemplate
+from contextlift.strategies.detection.apps import APP_TEMPLATES, AppTemplate
 from tests.strategies.app_prompts import AppShape, app_shapes, shape_outcome
 from tests.strategies.app_prompts.outcome import parse_as_detect_does
 
@@ -126,7 +126,7 @@ def test_a_khoj_note_holding_a_list_item_stays_one_note() -> None:
 
 
 def test_a_template_whose_numbers_break_says_why_in_detect() -> None:
-    from strategies.detection.explain import explain_detection
+    from contextlift.strategies.detection.explain import explain_detection
 
     shape, template = _shape("ragflow"), READ["ragflow"]
     forged = _with_first_chunk_holding(shape, template.gap + _label_of(template, shape.units[0]) + "quoted")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from strategies import DeclaredFormat, DocumentLimitError, DocumentLimits, parse_request
+from contextlift.strategies import DeclaredFormat, DocumentLimitError, DocumentLimits, parse_request
 from tests.cpu_time import cpu_clock
 
 MB = 1_000_000

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies import DeclaredFormat, parse_request
+from contextlift.strategies import DeclaredFormat, parse_request
 
 JOIN = "\n\n---\n\n"
 """How the region shapes join their documents: blank lines alone never separate documents (each shape, joined by
