@@ -111,6 +111,16 @@ class ResponseCache:
             self._reasked.add(key)
         return entry
 
+    def holds(self, key: str) -> bool:
+        """Whether `get` would answer `key`, without counting it as asked again."""
+        return (key in self._latest) if self.upstream is None else (key, self.upstream) in self._entries
+
+    def answers(self) -> list[Answer]:
+        """The cached answers this run may reuse (eval.timing fits the upstream's speed on them)."""
+        if self.upstream is None:
+            return list(self._latest.values())
+        return [answer for (_, upstream), answer in self._entries.items() if upstream == self.upstream]
+
     def keys(self) -> list[str]:
         """The request keys of every cached answer, whichever upstream gave it."""
         return list(self._latest)

@@ -12,15 +12,24 @@ from typing import Any
 
 import httpx
 
-from contextlift.eval.cache import ResponseCache
+from contextlift.eval.cache import ResponseCache, request_key
 from contextlift.eval.case_rankings import attach_rankings
-from contextlift.eval.cost import confirmed, estimate, render
+from contextlift.eval.cases import REASKED, Case
+from contextlift.eval.cost import JobCost, confirmed, estimate, job_costs, render
 from contextlift.eval.identity import first_listed_model, identify, new_run_id
 from contextlift.eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
 from contextlift.eval.report.publish import read_info, write_report, write_samples
-from contextlift.eval.runner import Progress, Runner, Target, jobs
+from contextlift.eval.runner import Progress, Runner, Target, jobs, request_body
 from contextlift.eval.sources import find_sources
 from contextlift.eval.tasks import replay
+from contextlift.eval.timing import (
+    Observation,
+    calibration_jobs,
+    estimate_time,
+    fit,
+    read_observations,
+    relative_cost,
+)
 from contextlift.eval.verdicts.results import RunInfo, load_samples
 
 
@@ -161,6 +170,7 @@ def run_eval(
         if not allowed:
             print("contextlift eval: not started", file=sys.stderr)
             return 1
+        _say_time(runner, work)
         samples = asyncio.run(runner.run(work, Progress(len(work))))
         if args.replay is None:
             samples = attach_rankings(cases, samples, plan.strategies)
@@ -212,10 +222,64 @@ def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None)
     cases = [c for c in cases if in_shard(c, shard)]
     target = args.proxy or args.upstream or "the proxy started here"
     print(render(estimate(cases, work), target))
+    print(_dry_run_time(args, work))
     if generated:
         print(f"plus {len(generated):,} question-generation requests while the cases are built; the cases from "
               "them are not counted above (a dry run generates none)")  # fmt: skip
     return 0
+
+
+def _say_time(runner: Runner, work: list[tuple[Case, str]]) -> None:
+    """Prints how long the run will take, at the upstream's speed fitted on this upstream's cached answers; where they
+    do not measure every pipeline, a few of the run's own requests are sent first to measure it (eval.timing)."""
+    priced = job_costs(work)
+
+    def marked() -> list[tuple[JobCost, bool]]:
+        return [(job, runner.cached(case, strategy)) for job, (case, strategy) in zip(priced, work, strict=True)]
+
+    def observed() -> list[Observation]:
+        return [o for a in runner.cache.answers() if (o := Observation.of(a))]
+
+    jobs_marked, observations = marked(), observed()
+    if all(cached for _, cached in jobs_marked):
+        return
+    pipelines = {job.strategy for job, cached in jobs_marked if not cached} - {REASKED}
+    if fit(observations, "") is None or not pipelines <= relative_cost(observations).keys():
+        sizes = {case.key: job.case_prompt_tokens for job, (case, _) in zip(priced, work, strict=True)}
+        calibration = [(c, s) for c, s in calibration_jobs(work, sizes, {REASKED}) if not runner.cached(c, s)]
+        if calibration:
+            print(f"contextlift eval: timing the upstream on {len(calibration)} of the run's own requests first "
+                  "(answered once: the run reuses them)", file=sys.stderr)  # fmt: skip
+            asyncio.run(runner.run(calibration))
+            jobs_marked, observations = marked(), observed()
+    speed = fit(observations, f"of this upstream in {runner.cache.path}")
+    if speed is None:
+        print("contextlift eval: time: unknown (too few answers to fit the upstream's speed on)", file=sys.stderr)
+        return
+    relative = {**relative_cost(observations), REASKED: 1.0}
+    print(f"contextlift eval: {estimate_time(jobs_marked, speed, relative).render()}", file=sys.stderr)
+
+
+def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str:
+    """The dry run's time line: from the answers recorded in the cache the run would use, whichever upstream gave
+    them; nothing is sent to measure (a dry run sends nothing)."""
+    path = args.cache or args.out / "responses.jsonl"
+    observations = read_observations(path)
+    speed = fit(observations, f"recorded in {path}")
+    if speed is None:
+        return (f"time: unknown, no answers recorded in {path} to measure the upstream's speed on; a run measures it "
+                "on a few of its own requests first and says it before the rest (or pass --cache of an earlier "
+                "run against the same upstream)")  # fmt: skip
+    priced: list[JobCost] = job_costs(work)
+    if args.model:
+        cache = ResponseCache(path)
+        keys = (request_key(args.model, s, request_body(c, args.model)) for c, s in work)
+        priced_jobs = [(job, cache.holds(key)) for job, key in zip(priced, keys, strict=True)]
+        line = ""
+    else:
+        priced_jobs = [(job, False) for job in priced]
+        line = "\n  cached answers not subtracted: which requests they answer depends on the model (--model)"
+    return estimate_time(priced_jobs, speed, {**relative_cost(observations), REASKED: 1.0}).render() + line
 
 
 def run_merge(args: argparse.Namespace) -> int:

@@ -54,11 +54,24 @@ class RunCost:
         return sum(p.completion_tokens for p in self.pipelines)
 
 
-def estimate(cases: Sequence[Case], work: Sequence[tuple[Case, str]]) -> RunCost:
-    """The cost of sending `work` (each case with a strategy), per strategy in the order first met."""
+@dataclass(frozen=True, slots=True)
+class JobCost:
+    """One request of the run, priced: its pipeline's calls and tokens, and its case's prompt and completion once
+    (what `none` sends for it; eval.timing prices a request against that)."""
+
+    strategy: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    case_prompt_tokens: int
+    case_completion_tokens: int
+
+
+def job_costs(work: Sequence[tuple[Case, str]]) -> list[JobCost]:
+    """Each of `work`'s requests priced, in its order."""
     registry = build_registry()
     calls_of: dict[str, tuple[int, int]] = {}
-    totals: dict[str, list[int]] = {}
+    priced = []
     for case, strategy in work:
         if strategy not in calls_of:
             try:
@@ -67,11 +80,21 @@ def estimate(cases: Sequence[Case], work: Sequence[tuple[Case, str]]) -> RunCost
             except ValueError:  # a plugin's strategy this process does not have: the proxy will say
                 calls_of[strategy] = (1, 1)
         calls, copies = calls_of[strategy]
-        row = totals.setdefault(strategy, [0, 0, 0, 0])
+        prompt = _prompt_tokens(case)
+        completion = case.max_tokens
+        priced.append(JobCost(strategy, calls, calls * copies * prompt, calls * completion, prompt, completion))
+    return priced
+
+
+def estimate(cases: Sequence[Case], work: Sequence[tuple[Case, str]]) -> RunCost:
+    """The cost of sending `work` (each case with a strategy), per strategy in the order first met."""
+    totals: dict[str, list[int]] = {}
+    for job in job_costs(work):
+        row = totals.setdefault(job.strategy, [0, 0, 0, 0])
         row[0] += 1
-        row[1] += calls
-        row[2] += calls * copies * _prompt_tokens(case)
-        row[3] += calls * case.max_tokens
+        row[1] += job.calls
+        row[2] += job.prompt_tokens
+        row[3] += job.completion_tokens
     pipelines = tuple(PipelineCost(s, *row) for s, row in totals.items())
     return RunCost(len(cases), len(work), pipelines)
 

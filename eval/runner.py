@@ -162,6 +162,10 @@ class Runner:
 
             return list(await asyncio.gather(*(one(c, s) for c, s in work)))
 
+    def cached(self, case: Case, strategy: str) -> bool:
+        """Whether the job would be answered from the cache."""
+        return self.cache.holds(request_key(self.target.model, strategy, request_body(case, self.target.model)))
+
     def ask(self, prompt: str, max_tokens: int = 256) -> str:
         """One plain (`none`) request, answered from the cache when it can be: SWiM's task generation."""
         case = Case("generation", "standard", 0, None, 0, prompt, ("",), "best_subspan_em", max_tokens)

@@ -1,0 +1,221 @@
+"""How long a run will take, said before it sends: the upstream's speed fitted on answers it gave (the response
+cache keeps each answer's latency, usage and calls), and each pipeline's cost measured as a multiple of `none`'s
+on the same cases, applied to what the run still has to send (a cached answer costs no time).
+
+The answers come from the cache (an earlier run's, or `--cache`), or from the run's own first requests: before the
+bulk, a run that knows no speed sends `none` on three cases of different sizes and every other pipeline on the
+smallest case that runs them all (`calibration_jobs`), which it would send anyway; they are cached, so the run
+reuses them. Where a pipeline has no answer yet, its requests are priced from the cost estimate's tokens, which are
+high (every call with the whole prompt), and the line says so.
+
+The speed is one line: seconds = a x calls + b x prompt tokens + c x completion tokens, least squares with every
+coefficient at least zero (an upstream's prompt evaluation, its generation, and what each call costs besides)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from contextlift.eval.cache import Answer
+from contextlift.eval.cases import Case
+from contextlift.eval.cost import JobCost
+
+MIN_ANSWERS = 3
+"""Answers below which no speed is fitted: three coefficients need three points."""
+MAX_CACHE_LINES = 200_000
+"""Lines of a cache read for a dry run's estimate: the speed is the same on the last 200,000 as on all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One answered request: what it cost the upstream and how long it took, through the proxy."""
+
+    strategy: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    @classmethod
+    def of(cls, answer: Answer) -> Observation | None:
+        """The answer as an observation; None where it failed or lacks a figure the fit needs."""
+        usage = answer.usage
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if answer.error is not None or answer.latency_s is None or not answer.upstream_calls:
+            return None
+        if not isinstance(prompt, int) or not isinstance(completion, int) or answer.latency_s <= 0:
+            return None
+        return cls(answer.strategy, answer.upstream_calls, prompt, completion, answer.latency_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Speed:
+    per_call_s: float
+    per_prompt_token_s: float
+    per_completion_token_s: float
+    answers: int
+    source: str
+    """Where the answers came from, as the estimate's line says it."""
+
+    def seconds(self, calls: float, prompt_tokens: float, completion_tokens: float) -> float:
+        return (
+            calls * self.per_call_s
+            + prompt_tokens * self.per_prompt_token_s
+            + completion_tokens * self.per_completion_token_s
+        )
+
+    def describe(self) -> str:
+        def rate(per_token: float) -> str:
+            return f"{1 / per_token:,.0f}/s" if per_token > 0 else "no measurable cost"
+
+        return (
+            f"prompt tokens {rate(self.per_prompt_token_s)}, completion tokens {rate(self.per_completion_token_s)}, "
+            f"{self.per_call_s:.2f} s a call besides; fitted on {self.answers} answers {self.source}"
+        )
+
+
+def fit(observations: Sequence[Observation], source: str) -> Speed | None:
+    """The upstream's speed from `observations`; None for fewer than MIN_ANSWERS or where no fit explains them.
+    Non-negative least squares by trying each subset of the three terms (seven small solves) and keeping the best
+    fit whose coefficients are all at least zero: scipy's nnls would do it, and scipy is no dependency of the eval."""
+    if len(observations) < MIN_ANSWERS:
+        return None
+    features = np.array([[o.calls, o.prompt_tokens, o.completion_tokens] for o in observations], dtype=float)
+    seconds = np.array([o.seconds for o in observations], dtype=float)
+    best: tuple[float, np.ndarray] | None = None
+    for size in (3, 2, 1):
+        for columns in itertools.combinations(range(3), size):
+            solution, *_ = np.linalg.lstsq(features[:, columns], seconds, rcond=None)
+            if (solution < 0).any():
+                continue
+            coefficients = np.zeros(3)
+            coefficients[list(columns)] = solution
+            residual = float(np.sum((features @ coefficients - seconds) ** 2))
+            if best is None or residual < best[0] - 1e-12:
+                best = (residual, coefficients)
+    if best is None or not best[1].any():
+        return None
+    a, b, c = (float(x) for x in best[1])
+    return Speed(a, b, c, len(observations), source)
+
+
+def read_observations(path: Path) -> list[Observation]:
+    """The observations in a response cache file, any upstream's (a dry run does not know which will answer); a
+    missing file or torn line gives none."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-MAX_CACHE_LINES:]
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+            observation = Observation.of(Answer.of(record))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if observation is not None:
+            found.append(observation)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineTime:
+    strategy: str
+    seconds: float
+    measured: bool
+    """Whether the pipeline's cost relative to `none` was measured (else priced from the estimate's tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeEstimate:
+    speed: Speed
+    pipelines: tuple[PipelineTime, ...]
+    cached: int
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.pipelines)
+
+    def render(self) -> str:
+        """The lines printed before a run: the total, how it was measured, and a row per pipeline."""
+        rows = [p for p in self.pipelines if p.seconds > 0]
+        width = max([len("pipeline"), *(len(p.strategy) for p in rows)])
+        lines = [
+            f"time: about {_duration(self.seconds)} at the upstream's speed ({self.speed.describe()})"
+            + (f"; {self.cached:,} requests answered from the cache take none" if self.cached else ""),
+            f"  {'pipeline':<{width}}  {'time':>8}",
+        ]
+        for p in rows:
+            lines.append(f"  {p.strategy:<{width}}  {_duration(p.seconds):>8}" + ("" if p.measured else "  (high)"))
+        if not all(p.measured for p in rows):
+            lines.append("  (high): no answer of the pipeline yet, so priced from its estimated calls and tokens")
+        return "\n".join(lines)
+
+
+def relative_cost(observations: Iterable[Observation]) -> dict[str, float]:
+    """Per pipeline, what a request of it takes as a multiple of a `none` request, from the answers of each: the
+    mean of its seconds over the mean of `none`'s. Only pipelines with answers, and only where `none` has some."""
+    by_strategy: dict[str, list[float]] = {}
+    for o in observations:
+        by_strategy.setdefault(o.strategy, []).append(o.seconds)
+    baseline = by_strategy.get("none")
+    if not baseline:
+        return {}
+    none_mean = sum(baseline) / len(baseline)
+    return {s: (sum(v) / len(v)) / none_mean for s, v in by_strategy.items() if none_mean > 0}
+
+
+def estimate_time(jobs: Sequence[tuple[JobCost, bool]], speed: Speed, relative: Mapping[str, float]) -> TimeEstimate:
+    """Seconds per pipeline for the jobs (each with whether it is cached) not cached: `none`'s time for the case
+    times the pipeline's measured multiple where it has one, else the speed applied to the estimate's tokens and
+    calls (high)."""
+    totals: dict[str, list[float]] = {}
+    cached = 0
+    for job, in_cache in jobs:
+        row = totals.setdefault(job.strategy, [0.0, 1.0])
+        if in_cache:
+            cached += 1
+            continue
+        single = speed.seconds(1, job.case_prompt_tokens, job.case_completion_tokens)
+        if job.strategy in relative:
+            row[0] += single * relative[job.strategy]
+        else:
+            row[0] += speed.seconds(job.calls, job.prompt_tokens, job.completion_tokens)
+            row[1] = 0.0
+    pipelines = tuple(PipelineTime(s, seconds, bool(measured)) for s, (seconds, measured) in totals.items())
+    return TimeEstimate(speed, pipelines, cached)
+
+
+def calibration_jobs(
+    work: Sequence[tuple[Case, str]], size_of: Mapping[str, int], exclude: Set[str] = frozenset()
+) -> list[tuple[Case, str]]:
+    """The few requests that measure the upstream before the bulk: every pipeline of the run (but `exclude`) on the
+    smallest case that runs them all, and `none` on the largest and the median case besides (three sizes for the
+    fit). Each is a request of the run itself (`size_of`: a case's key to its estimated prompt tokens)."""
+    pipelines = list(dict.fromkeys(s for _, s in work if s not in exclude))
+    by_case: dict[str, set[str]] = {}
+    cases: dict[str, Case] = {}
+    for case, strategy in work:
+        by_case.setdefault(case.key, set()).add(strategy)
+        cases[case.key] = case
+    everything = [k for k, s in by_case.items() if s >= set(pipelines)]
+    if not everything:
+        return []
+    ordered = sorted(everything, key=lambda k: (size_of[k], k))
+    smallest, median, largest = ordered[0], ordered[len(ordered) // 2], ordered[-1]
+    chosen = [(cases[smallest], s) for s in pipelines]
+    chosen += [(cases[k], "none") for k in dict.fromkeys((median, largest)) if k != smallest and "none" in pipelines]
+    return chosen
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
