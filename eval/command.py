@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from contextlift.eval.cache import ResponseCache, request_key
+from contextlift.eval.cache import Answer, ResponseCache, request_key
 from contextlift.eval.case_rankings import attach_rankings
 from contextlift.eval.cases import REASKED, Case
 from contextlift.eval.cost import JobCost, confirmed, estimate, job_costs, render
@@ -29,6 +29,7 @@ from contextlift.eval.timing import (
     fit,
     read_observations,
     relative_cost,
+    relative_cost_unpaired,
 )
 from contextlift.eval.verdicts.results import RunInfo, load_samples
 
@@ -232,32 +233,40 @@ def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None)
 def _say_time(runner: Runner, work: list[tuple[Case, str]]) -> None:
     """Prints how long the run will take, at the upstream's speed fitted on this upstream's cached answers; where they
     do not measure every pipeline, a few of the run's own requests are sent first to measure it (eval.timing)."""
+    cache = runner.cache
     priced = job_costs(work)
+    keys = [runner.key(case, strategy) for case, strategy in work]
+    none_keys = {case.key: runner.key(case, "none") for case, _ in work}
 
-    def marked() -> list[tuple[JobCost, bool]]:
-        return [(job, runner.cached(case, strategy)) for job, (case, strategy) in zip(priced, work, strict=True)]
+    def measured() -> tuple[list[tuple[JobCost, bool]], list[Observation], dict[str, float]]:
+        marked = [(job, cache.holds(key)) for job, key in zip(priced, keys, strict=True)]
+        observations = [o for a in cache.answers() if (o := Observation.of(a))]
+        pairs = []
+        for (case, strategy), key in zip(work, keys, strict=True):
+            none_key = none_keys[case.key]
+            if cache.holds(key) and cache.holds(none_key):
+                own, none = cache.get(key), cache.get(none_key)
+                if own is not None and none is not None and own.latency_s and none.latency_s:
+                    pairs.append((strategy, own.latency_s, none.latency_s))
+        return marked, observations, {**relative_cost(pairs), REASKED: 1.0}
 
-    def observed() -> list[Observation]:
-        return [o for a in runner.cache.answers() if (o := Observation.of(a))]
-
-    jobs_marked, observations = marked(), observed()
-    if all(cached for _, cached in jobs_marked):
+    marked, observations, relative = measured()
+    if all(cached for _, cached in marked):
         return
-    pipelines = {job.strategy for job, cached in jobs_marked if not cached} - {REASKED}
-    if fit(observations, "") is None or not pipelines <= relative_cost(observations).keys():
+    unmeasured = {job.strategy for job, cached in marked if not cached} - relative.keys()
+    if fit(observations, "") is None or unmeasured:
         sizes = {case.key: job.case_prompt_tokens for job, (case, _) in zip(priced, work, strict=True)}
-        calibration = [(c, s) for c, s in calibration_jobs(work, sizes, {REASKED}) if not runner.cached(c, s)]
+        calibration = [(c, s) for c, s in calibration_jobs(work, sizes, {REASKED}) if not cache.holds(runner.key(c, s))]
         if calibration:
             print(f"contextlift eval: timing the upstream on {len(calibration)} of the run's own requests first "
                   "(answered once: the run reuses them)", file=sys.stderr)  # fmt: skip
             asyncio.run(runner.run(calibration))
-            jobs_marked, observations = marked(), observed()
-    speed = fit(observations, f"of this upstream in {runner.cache.path}")
+            marked, observations, relative = measured()
+    speed = fit(observations, f"of this upstream in {cache.path}")
     if speed is None:
         print("contextlift eval: time: unknown (too few answers to fit the upstream's speed on)", file=sys.stderr)
         return
-    relative = {**relative_cost(observations), REASKED: 1.0}
-    print(f"contextlift eval: {estimate_time(jobs_marked, speed, relative).render()}", file=sys.stderr)
+    print(f"contextlift eval: {estimate_time(marked, speed, relative).render()}", file=sys.stderr)
 
 
 def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str:
@@ -273,13 +282,27 @@ def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str
     priced: list[JobCost] = job_costs(work)
     if args.model:
         cache = ResponseCache(path)
-        keys = (request_key(args.model, s, request_body(c, args.model)) for c, s in work)
-        priced_jobs = [(job, cache.holds(key)) for job, key in zip(priced, keys, strict=True)]
+
+        def answer(case: Case, strategy: str) -> Answer | None:
+            key = request_key(args.model, strategy, request_body(case, args.model))
+            return cache.get(key) if cache.holds(key) else None
+
+        priced_jobs = [(job, answer(c, s) is not None) for job, (c, s) in zip(priced, work, strict=True)]
+        pairs = [
+            (s, own.latency_s, none.latency_s)
+            for c, s in work
+            if (own := answer(c, s)) and (none := answer(c, "none")) and own.latency_s and none.latency_s
+        ]
+        relative = relative_cost(pairs)
         line = ""
     else:
         priced_jobs = [(job, False) for job in priced]
-        line = "\n  cached answers not subtracted: which requests they answer depends on the model (--model)"
-    return estimate_time(priced_jobs, speed, {**relative_cost(observations), REASKED: 1.0}).render() + line
+        relative = relative_cost_unpaired(observations)
+        line = (
+            "\n  cached answers not subtracted, and each pipeline's multiple of none read over the whole cache: which "
+            "requests the answers belong to depends on the model (--model)"
+        )
+    return estimate_time(priced_jobs, speed, {**relative, REASKED: 1.0}).render() + line
 
 
 def run_merge(args: argparse.Namespace) -> int:

@@ -162,9 +162,9 @@ class Runner:
 
             return list(await asyncio.gather(*(one(c, s) for c, s in work)))
 
-    def cached(self, case: Case, strategy: str) -> bool:
-        """Whether the job would be answered from the cache."""
-        return self.cache.holds(request_key(self.target.model, strategy, request_body(case, self.target.model)))
+    def key(self, case: Case, strategy: str) -> str:
+        """The job's cache key."""
+        return request_key(self.target.model, strategy, request_body(case, self.target.model))
 
     def ask(self, prompt: str, max_tokens: int = 256) -> str:
         """One plain (`none`) request, answered from the cache when it can be: SWiM's task generation."""

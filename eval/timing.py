@@ -3,10 +3,11 @@ cache keeps each answer's latency, usage and calls), and each pipeline's cost me
 on the same cases, applied to what the run still has to send (a cached answer costs no time).
 
 The answers come from the cache (an earlier run's, or `--cache`), or from the run's own first requests: before the
-bulk, a run that knows no speed sends `none` on three cases of different sizes and every other pipeline on the
-smallest case that runs them all (`calibration_jobs`), which it would send anyway; they are cached, so the run
-reuses them. Where a pipeline has no answer yet, its requests are priced from the cost estimate's tokens, which are
-high (every call with the whole prompt), and the line says so.
+bulk, a run whose cache does not measure every pipeline sends each pipeline and `none` on the smallest case they
+share, and `none` on two larger cases (`calibration_jobs`): requests it would send anyway, cached, so the run reuses
+them. A pipeline's multiple of `none` is read on the cases where the cache holds both (the sum of its seconds over
+the sum of `none`'s there). Where a pipeline has no such case, its requests are priced from the cost estimate's
+tokens, which are high (every call with the whole prompt), and the line says so.
 
 The speed is one line: seconds = a x calls + b x prompt tokens + c x completion tokens, least squares with every
 coefficient at least zero (an upstream's prompt evaluation, its generation, and what each call costs besides)."""
@@ -157,9 +158,21 @@ class TimeEstimate:
         return "\n".join(lines)
 
 
-def relative_cost(observations: Iterable[Observation]) -> dict[str, float]:
-    """Per pipeline, what a request of it takes as a multiple of a `none` request, from the answers of each: the
-    mean of its seconds over the mean of `none`'s. Only pipelines with answers, and only where `none` has some."""
+def relative_cost(pairs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
+    """Per pipeline, what a request of it takes as a multiple of a `none` request: over the cases where both were
+    answered (`pairs`: the pipeline, its seconds and `none`'s on one case), the sum of its seconds over `none`'s."""
+    sums: dict[str, list[float]] = {}
+    for strategy, seconds, none_seconds in pairs:
+        row = sums.setdefault(strategy, [0.0, 0.0])
+        row[0] += seconds
+        row[1] += none_seconds
+    return {"none": 1.0} | {s: own / none for s, (own, none) in sums.items() if none > 0}
+
+
+def relative_cost_unpaired(observations: Iterable[Observation]) -> dict[str, float]:
+    """`relative_cost` where the answers cannot be matched to their cases (a dry run that does not know the model
+    the requests name): the mean of each pipeline's seconds over the mean of `none`'s, which holds where the cache
+    asked every pipeline on the same cases (an earlier run of the same plan)."""
     by_strategy: dict[str, list[float]] = {}
     for o in observations:
         by_strategy.setdefault(o.strategy, []).append(o.seconds)
@@ -194,23 +207,33 @@ def estimate_time(jobs: Sequence[tuple[JobCost, bool]], speed: Speed, relative: 
 def calibration_jobs(
     work: Sequence[tuple[Case, str]], size_of: Mapping[str, int], exclude: Set[str] = frozenset()
 ) -> list[tuple[Case, str]]:
-    """The few requests that measure the upstream before the bulk: every pipeline of the run (but `exclude`) on the
-    smallest case that runs them all, and `none` on the largest and the median case besides (three sizes for the
-    fit). Each is a request of the run itself (`size_of`: a case's key to its estimated prompt tokens)."""
-    pipelines = list(dict.fromkeys(s for _, s in work if s not in exclude))
-    by_case: dict[str, set[str]] = {}
+    """The few requests that measure the upstream before the bulk: each pipeline of the run (but `exclude`) with
+    `none` on the smallest case they share, and `none` on the median and the largest of `none`'s cases besides
+    (three sizes for the fit). Each is a request of the run itself (`size_of`: a case's key to its estimated prompt
+    tokens)."""
+    runs: dict[str, set[str]] = {}
     cases: dict[str, Case] = {}
     for case, strategy in work:
-        by_case.setdefault(case.key, set()).add(strategy)
-        cases[case.key] = case
-    everything = [k for k, s in by_case.items() if s >= set(pipelines)]
-    if not everything:
+        if strategy not in exclude:
+            runs.setdefault(strategy, set()).add(case.key)
+            cases[case.key] = case
+    with_none = runs.get("none", set())
+    if not with_none:
         return []
-    ordered = sorted(everything, key=lambda k: (size_of[k], k))
-    smallest, median, largest = ordered[0], ordered[len(ordered) // 2], ordered[-1]
-    chosen = [(cases[smallest], s) for s in pipelines]
-    chosen += [(cases[k], "none") for k in dict.fromkeys((median, largest)) if k != smallest and "none" in pipelines]
-    return chosen
+
+    def smallest(keys: Iterable[str]) -> str:
+        return min(keys, key=lambda k: (size_of[k], k))
+
+    chosen: dict[tuple[str, str], None] = {}
+    for strategy, keys in runs.items():
+        shared = keys & with_none
+        if strategy != "none" and shared:
+            first = smallest(shared)
+            chosen |= {(first, "none"): None, (first, strategy): None}
+    ordered = sorted(with_none, key=lambda k: (size_of[k], k))
+    for key in (ordered[len(ordered) // 2], ordered[-1]):
+        chosen[(key, "none")] = None
+    return [(cases[key], strategy) for key, strategy in chosen]
 
 
 def _duration(seconds: float) -> str:

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     ours, server_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
 
     from llama_cpp import Llama
+
+    if ours.reuse_prompt:
+        _keep_cached_tokens_in_usage()
     from llama_cpp.server import __main__ as server
 
     make_reproducible(Llama, seed=ours.seed, reuse_prompt=ours.reuse_prompt)
@@ -50,15 +53,22 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def make_reproducible(llama: type[Any], *, seed: int, reuse_prompt: bool) -> None:
-    """Wrap `llama`'s generation so that a prompt's answer depends on the prompt, its parameters and `seed` only."""
+    """Wrap `llama`'s generation so that a prompt's answer depends on the prompt, its parameters and `seed` only;
+    with `reuse_prompt` the previous prompt's cache is kept, and each completion's usage says how many of its prompt
+    tokens came from it, as OpenAI's does (`prompt_tokens_details.cached_tokens`)."""
     create = llama._create_completion
     generate = llama.generate
 
     @functools.wraps(create)
-    def seeded(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def seeded(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
         if kwargs.get("seed") is None:
             kwargs["seed"] = seed
-        return create(self, *args, **kwargs)
+        self._contextlift_cached_tokens = 0
+        for chunk in create(self, *args, **kwargs):
+            usage = chunk.get("usage") if reuse_prompt and isinstance(chunk, dict) else None
+            if isinstance(usage, dict):
+                usage["prompt_tokens_details"] = {"cached_tokens": self._contextlift_cached_tokens}
+            yield chunk
 
     @functools.wraps(generate)
     def from_the_first_token(self: Any, *args: Any, **kwargs: Any) -> Iterator[int]:
@@ -66,9 +76,41 @@ def make_reproducible(llama: type[Any], *, seed: int, reuse_prompt: bool) -> Non
         self.n_tokens = 0
         yield from generate(self, *args, **kwargs)
 
+    @functools.wraps(generate)
+    def counting_the_prefix(self: Any, tokens: Any, *args: Any, **kwargs: Any) -> Iterator[int]:
+        cached = list(self._input_ids[: self.n_tokens])
+        live = not getattr(self, "_requires_eval", False)
+        self._contextlift_cached_tokens = reused_prefix(cached, list(tokens), logits_live=live)
+        yield from generate(self, tokens, *args, **kwargs)
+
     llama._create_completion = seeded
-    if not reuse_prompt:
-        llama.generate = from_the_first_token
+    llama.generate = counting_the_prefix if reuse_prompt else from_the_first_token
+
+
+def reused_prefix(cached: list[int], prompt: list[int], *, logits_live: bool = True) -> int:
+    """The prompt tokens llama-cpp-python 0.3's generate() takes from the previous prompt's cache rather than
+    evaluating: their longest common prefix, less the last token where the whole prompt matched (it is evaluated
+    again to refresh the logits) unless the cache holds exactly this prompt with its logits still live."""
+    common = 0
+    for a, b in zip(cached, prompt, strict=False):
+        if a != b:
+            break
+        common += 1
+    if common == len(prompt) and len(cached) == len(prompt) and logits_live:
+        return common
+    return common - 1 if common == len(prompt) else common
+
+
+def _keep_cached_tokens_in_usage() -> None:
+    """The server validates its answers against llama-cpp-python's TypedDicts, which drop a key they do not declare:
+    `usage.prompt_tokens_details` is declared here, before the server's routes are built from them."""
+    from typing import NotRequired
+
+    from llama_cpp import llama_types
+
+    usage: Any = llama_types.CompletionUsage
+    usage.__annotations__["prompt_tokens_details"] = NotRequired[dict[str, int]]
+    usage.__optional_keys__ = frozenset({*usage.__optional_keys__, "prompt_tokens_details"})
 
 
 def _write_identity(path: Path, server_args: list[str], *, seed: int, reuse_prompt: bool) -> None:

@@ -450,7 +450,8 @@ class Settings(BaseSettings):
         False,
         description="Let the embedded model reuse the part of the previous prompt that a request starts with: faster "
         "on prompts that share a prefix, but the same prompt can then get another answer depending on what came "
-        "before it (an eval's answers stop reproducing).",
+        "before it (an eval's answers stop reproducing). Its usage then says how many prompt tokens came from the "
+        "cache, as OpenAI's does (prompt_tokens_details.cached_tokens).",
     )
 
     @classmethod

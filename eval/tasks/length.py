@@ -180,7 +180,7 @@ def _essay(tokens: int, rng: random.Random, tokenizer: TiktokenTokenizer) -> str
 TASK = Task(
     INFO,
     {
-        "quick": Grid((0, 500), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "64"}),
+        "quick": Grid((0, 250), ("0", "100"), 1, options={"problems": "varsum", "max_tokens": "64"}),
         "full": Grid(
             (0, 1000, 2000, 4000, 6000), (), 50, options={"distraction": "whitespace,essay", "problems": "varsum,gsm8k"}
         ),

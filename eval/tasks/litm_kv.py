@@ -73,6 +73,6 @@ def build(grid: Grid, sources: Sources) -> tuple[list[Case], list[str]]:
 
 TASK = Task(
     INFO,
-    {"quick": Grid((20,), ("0%", "50%", "100%"), 1), "full": Grid((75, 140, 300), (), 100)},
+    {"quick": Grid((10,), ("0%", "50%", "100%"), 1), "full": Grid((75, 140, 300), (), 100)},
     lambda grid, context: build(grid, context.sources),
 )

@@ -36,6 +36,10 @@ def bm25_scores(question: str, texts: Sequence[str]) -> list[float]:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
 
     corpus = bm25s.tokenize(list(texts), stopwords="en", show_progress=False, return_ids=False)
+    if not any(corpus):
+        # No document holds a word the tokenizer indexes (numbers of one digit, symbols, stop words alone): bm25s
+        # cannot build an index over an empty vocabulary (it raises), and nothing is there to rank by.
+        return [0.0] * len(texts)
     query = bm25s.tokenize([question], stopwords="en", show_progress=False, return_ids=False)[0]
     index = bm25s.BM25()
     index.index(corpus, show_progress=False)

@@ -67,9 +67,9 @@ def test_no_speed_from_too_few_answers_or_failed_ones() -> None:
 
 def test_a_pipeline_is_priced_as_its_measured_multiple_of_none_and_a_cached_request_takes_no_time() -> None:
     speed = Speed(0.0, 0.01, 0.0, 10, "here")
-    relative = relative_cost([observation("none", 1, 100, 0), observation("chain", 9, 120, 0)])
-    assert relative["none"] == 1.0
-    assert relative["chain"] == pytest.approx((9 * 0.25 + 1.2) / (0.25 + 1.0))
+    # chain against none on the same two cases: 3.0 s against 1.0 s, and 6.0 s against 2.5 s.
+    relative = relative_cost([("chain", 3.0, 1.0), ("chain", 6.0, 2.5), ("none", 1.0, 1.0)])
+    assert relative == {"none": 1.0, "chain": pytest.approx(9.0 / 3.5)}
     none = JobCost("none", 1, 400, 10, 400, 10)
     chain = JobCost("chain", 17, 17 * 400, 170, 400, 10)
     fact = JobCost("fact", 4, 1600, 40, 400, 10)
@@ -81,11 +81,11 @@ def test_a_pipeline_is_priced_as_its_measured_multiple_of_none_and_a_cached_requ
     assert estimate.cached == 1
     assert {p.strategy for p in estimate.pipelines if not p.measured} == {"fact"}
     text = estimate.render()
-    assert text.startswith("time: about 31 s at the upstream's speed")  # 4 + 4 x 2.76 + 16
+    assert text.startswith("time: about 30 s at the upstream's speed")  # 4 + 4 x 2.57 + 16
     assert "1 requests answered from the cache take none" in text
     assert [line.split() for line in text.splitlines()[2:5]] == [
         ["none", "4", "s"],
-        ["chain", "11", "s"],
+        ["chain", "10", "s"],
         ["fact", "16", "s", "(high)"],
     ]
     assert (
@@ -97,13 +97,22 @@ def case(size: int, position: int | None = 0) -> Case:
     return Case("litm-qa", "easy", size, position, 0, "x" * size, ("a",), "best_subspan_em", 8)
 
 
-def test_the_calibration_asks_every_pipeline_on_the_smallest_case_and_none_at_three_sizes() -> None:
-    a, b, c, d, oracle = case(300), case(100), case(900), case(500), case(10, None)
+def test_the_calibration_asks_each_pipeline_with_none_on_their_smallest_shared_case_and_none_at_three_sizes() -> None:
+    a, b, c, d, oracle, special = case(300), case(100), case(900), case(500), case(10, None), case(700, 1)
     work = [(x, s) for x in (a, b, c, d) for s in ("none", "reorder", "chain")]
     work += [(oracle, "none"), (a, "none (re-asked)")]  # a baseline runs `none` alone; the A/A arm is left out
-    sizes = {x.key: x.size for x in (a, b, c, d, oracle)}
+    work += [(special, "none"), (special, "medoid; permute=off")]  # a pipeline of one case: measured on that one
+    sizes = {x.key: x.size for x in (a, b, c, d, oracle, special)}
     chosen = [(x.size, s) for x, s in calibration_jobs(work, sizes, {"none (re-asked)"})]
-    assert chosen == [(100, "none"), (100, "reorder"), (100, "chain"), (500, "none"), (900, "none")]
+    assert chosen == [
+        (100, "none"),
+        (100, "reorder"),
+        (100, "chain"),
+        (700, "none"),
+        (700, "medoid; permute=off"),
+        (500, "none"),
+        (900, "none"),
+    ]
 
 
 def scripted_upstream(sent: list[str]) -> Any:
@@ -190,9 +199,8 @@ def test_a_dry_run_reads_the_speed_from_the_cache_it_would_use_and_sends_nothing
     assert f"fitted on {answered} answers recorded in {cache}" in out
     assert f"{answered} requests answered from the cache take none" in out
     assert main(["eval", "--dry-run", "--upstream", url, *more]) == 0
-    assert "cached answers not subtracted: which requests they answer depends on the model (--model)" in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "cached answers not subtracted, and each pipeline's multiple of none read over the whole cache" in out
 
 
 def test_a_torn_or_foreign_cache_line_is_no_observation(tmp_path: Path) -> None:

@@ -79,6 +79,12 @@ def test_bm25_finds_the_passage_with_the_questions_rare_words() -> None:
     assert bm25_scores("zzz qqq", HARD) == [0.0] * 4  # no shared word: no signal, the client's order stays
 
 
+def test_bm25_over_documents_without_an_indexable_word_is_no_signal_not_an_error() -> None:
+    # One-character tokens, digits and stop words alone: bm25s's index has no vocabulary (the quick profile's
+    # arithmetic task sends such documents; the ranker raised there and logged a traceback per request).
+    assert bm25_scores("What is x?", ["x = 4", "y = 7 + 2", "and the", ""]) == [0.0] * 4
+
+
 async def test_lexical_through_reorder_promotes_the_answer() -> None:
     order, applied = await placed("reorder; ranker=lexical", HARD, "Where was Ravel Oduya born?", Services())
     assert order[0] == HARD[1]
