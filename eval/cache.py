@@ -115,6 +115,10 @@ class ResponseCache:
         """Whether `get` would answer `key`, without counting it as asked again."""
         return (key in self._latest) if self.upstream is None else (key, self.upstream) in self._entries
 
+    def answer_for(self, key: str) -> Answer | None:
+        """The answer `get` would give, without counting a miss as asked again."""
+        return self.get(key) if self.holds(key) else None
+
     def answers(self) -> list[Answer]:
         """The cached answers this run may reuse (eval.timing fits the upstream's speed on them)."""
         if self.upstream is None:

@@ -27,6 +27,7 @@ from contextlift.eval.timing import (
     calibration_jobs,
     estimate_time,
     fit,
+    latency_pairs,
     read_observations,
     relative_cost,
     relative_cost_unpaired,
@@ -235,20 +236,16 @@ def _say_time(runner: Runner, work: list[tuple[Case, str]]) -> None:
     do not measure every pipeline, a few of the run's own requests are sent first to measure it (eval.timing)."""
     cache = runner.cache
     priced = job_costs(work)
-    keys = [runner.key(case, strategy) for case, strategy in work]
-    none_keys = {case.key: runner.key(case, "none") for case, _ in work}
+    # Each request's key hashed once: the answers are looked up again after the timing requests.
+    keys = {(case.key, s): runner.key(case, s) for case, strategy in work for s in (strategy, "none")}
+
+    def answer_of(case: Case, strategy: str) -> Answer | None:
+        return cache.answer_for(keys[(case.key, strategy)])
 
     def measured() -> tuple[list[tuple[JobCost, bool]], list[Observation], dict[str, float]]:
-        marked = [(job, cache.holds(key)) for job, key in zip(priced, keys, strict=True)]
+        marked = [(job, answer_of(c, s) is not None) for job, (c, s) in zip(priced, work, strict=True)]
         observations = [o for a in cache.answers() if (o := Observation.of(a))]
-        pairs = []
-        for (case, strategy), key in zip(work, keys, strict=True):
-            none_key = none_keys[case.key]
-            if cache.holds(key) and cache.holds(none_key):
-                own, none = cache.get(key), cache.get(none_key)
-                if own is not None and none is not None and own.latency_s and none.latency_s:
-                    pairs.append((strategy, own.latency_s, none.latency_s))
-        return marked, observations, {**relative_cost(pairs), REASKED: 1.0}
+        return marked, observations, {**relative_cost(latency_pairs(work, answer_of)), REASKED: 1.0}
 
     marked, observations, relative = measured()
     if all(cached for _, cached in marked):
@@ -284,16 +281,10 @@ def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str
         cache = ResponseCache(path)
 
         def answer(case: Case, strategy: str) -> Answer | None:
-            key = request_key(args.model, strategy, request_body(case, args.model))
-            return cache.get(key) if cache.holds(key) else None
+            return cache.answer_for(request_key(args.model, strategy, request_body(case, args.model)))
 
         priced_jobs = [(job, answer(c, s) is not None) for job, (c, s) in zip(priced, work, strict=True)]
-        pairs = [
-            (s, own.latency_s, none.latency_s)
-            for c, s in work
-            if (own := answer(c, s)) and (none := answer(c, "none")) and own.latency_s and none.latency_s
-        ]
-        relative = relative_cost(pairs)
+        relative = relative_cost(latency_pairs(work, answer))
         line = ""
     else:
         priced_jobs = [(job, False) for job in priced]

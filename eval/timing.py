@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,6 +167,18 @@ def relative_cost(pairs: Iterable[tuple[str, float, float]]) -> dict[str, float]
         row[0] += seconds
         row[1] += none_seconds
     return {"none": 1.0} | {s: own / none for s, (own, none) in sums.items() if none > 0}
+
+
+def latency_pairs(
+    work: Iterable[tuple[Case, str]], answer_of: Callable[[Case, str], Answer | None]
+) -> list[tuple[str, float, float]]:
+    """`relative_cost`'s input: each job's latency beside `none`'s on the same case, where both were answered."""
+    pairs = []
+    for case, strategy in work:
+        own, none = answer_of(case, strategy), answer_of(case, "none")
+        if own is not None and none is not None and own.latency_s and none.latency_s:
+            pairs.append((strategy, own.latency_s, none.latency_s))
+    return pairs
 
 
 def relative_cost_unpaired(observations: Iterable[Observation]) -> dict[str, float]:
