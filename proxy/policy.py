@@ -84,7 +84,12 @@ class Rule(BaseModel):
     model: str = Field("*", max_length=200, description="fnmatch pattern of the request's model.")
     documents: tuple[int, int] | None = Field(None, description="Inclusive range of detected documents.")
     document_tokens: tuple[int, int] | None = Field(None, description="Inclusive range of the documents' tokens.")
-    formats: tuple[str, ...] | None = Field(None, description="Detected formats (`X-Context-Format` shapes).")
+    formats: tuple[str, ...] | None = Field(
+        None,
+        description="Detected formats (`X-Context-Format` shapes: `litm`, `paragraphs` ...); `none` matches every "
+        "request whose documents were not read, `none: ambiguous-chunks` (a reading with its reason) only those "
+        "declined for that reason.",
+    )
     stream: bool | None = None
     ranker_margin: tuple[float, float] | None = Field(
         None,
@@ -138,6 +143,9 @@ class RequestFeatures:
     document_tokens: int
     format: str
     """The detected shape without its details (`litm`, `xml` ...), or `none`."""
+    reading: str = ""
+    """For a request whose documents were not read, the reading with its reason (`none: ambiguous-chunks`), which a
+    rule's `formats` may name instead of `none`; empty otherwise."""
     stream: bool
     margins: Mapping[str | None, float] = field(default_factory=dict)
     """The ranker margins the policy asked for (`Policy.margin_rankers`), by ranker name (None: the default);
@@ -282,9 +290,10 @@ def _misses(rule: Rule, features: RequestFeatures) -> list[str]:
     ):
         if bounds is not None and not bounds[0] <= value <= bounds[1]:
             failed.append(f"{name} {value} not in [{bounds[0]}, {bounds[1]}]")
-    if rule.formats is not None and features.format not in rule.formats:
+    if rule.formats is not None and not _format_matches(rule, features):
         listed = ", ".join(quote(f, safe=" -_.:") for f in rule.formats)
-        failed.append(f"format {quote(features.format, safe=' -_.:')} not in [{listed}]")
+        said = features.reading or features.format
+        failed.append(f"format {quote(said, safe=' -_.:')} not in [{listed}]")
     if rule.ranker_margin is not None:
         margin = features.margins.get(rule.margin_ranker)
         low, high = rule.ranker_margin
@@ -305,13 +314,24 @@ def _matches(rule: Rule, features: RequestFeatures, *, margin: bool = True) -> b
     tokens = rule.document_tokens
     if tokens is not None and not tokens[0] <= features.document_tokens <= tokens[1]:
         return False
-    if rule.formats is not None and features.format not in rule.formats:
+    if not _format_matches(rule, features):
         return False
     if margin and rule.ranker_margin is not None:
         value = features.margins.get(rule.margin_ranker)
         if value is None or not rule.ranker_margin[0] <= value <= rule.ranker_margin[1]:
             return False
     return rule.stream is None or rule.stream == features.stream
+
+
+def _format_matches(rule: Rule, features: RequestFeatures) -> bool:
+    formats = rule.formats
+    return formats is None or features.format in formats or (bool(features.reading) and features.reading in formats)
+
+
+def detected_reading(request: ChatRequest) -> str:
+    """A declined reading with its reason (`none: ambiguous-chunks; ...` -> `none: ambiguous-chunks`), or ""."""
+    reading = request.detection.split(";", 1)[0].strip()
+    return reading if reading.startswith("none:") else ""
 
 
 def detected_format(request: ChatRequest) -> str:

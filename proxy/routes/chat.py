@@ -24,7 +24,7 @@ from contextlift.proxy.errors import (
     UpstreamProtocolError,
 )
 from contextlift.proxy.off_loop import LARGE_BODY, off_loop, reading
-from contextlift.proxy.policy import Auto, RequestFeatures, detected_format, ranker_margin
+from contextlift.proxy.policy import Auto, RequestFeatures, detected_format, detected_reading, ranker_margin
 from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from contextlift.proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
 from contextlift.proxy.routes.exchange import Exchange
@@ -162,6 +162,7 @@ async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) 
         documents=len(found.documents),
         document_tokens=tokens,
         format=detected_format(found),
+        reading=detected_reading(found),
         stream=found.stream,
     )
     wanted = policy.margin_rankers(features)
