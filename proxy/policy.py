@@ -143,10 +143,10 @@ class RequestFeatures:
     document_tokens: int
     format: str
     """The detected shape without its details (`litm`, `xml` ...), or `none`."""
+    stream: bool
     reading: str = ""
     """For a request whose documents were not read, the reading with its reason (`none: ambiguous-chunks`), which a
     rule's `formats` may name instead of `none`; empty otherwise."""
-    stream: bool
     margins: Mapping[str | None, float] = field(default_factory=dict)
     """The ranker margins the policy asked for (`Policy.margin_rankers`), by ranker name (None: the default);
     a ranker that could not rank the request (fewer than two documents, a fallback) is absent."""

@@ -55,6 +55,12 @@ def features(**given: Any) -> RequestFeatures:
         ({"documents": [5, 20]}, {"documents": 5}, {"documents": 21}),
         ({"document_tokens": [0, 2000]}, {"document_tokens": 2000}, {"document_tokens": 2001}),
         ({"formats": ["litm", "xml"]}, {"format": "xml"}, {"format": "paragraphs"}),
+        (
+            {"formats": ["none: ambiguous-chunks"]},
+            {"format": "none", "reading": "none: ambiguous-chunks"},
+            {"format": "none", "reading": "none: unproven-template"},
+        ),
+        ({"formats": ["none"]}, {"format": "none", "reading": "none: unproven-template"}, {"format": "litm"}),
         ({"stream": False}, {"stream": False}, {"stream": True}),
     ],
 )
@@ -64,6 +70,12 @@ def test_each_condition_matches_and_refuses(
     policy = loaded(tmp_path, rule("first", **condition), rule("rest", "none"))
     assert policy.choose(features(**matching)).rule == "first"
     assert policy.choose(features(**other)).rule == "rest"
+
+
+def test_a_miss_on_a_reason_says_the_reason(tmp_path: Path) -> None:
+    policy = loaded(tmp_path, rule("unmovable", "focus", formats=["none: ambiguous-chunks"]))
+    miss = policy.choose(features(format="none", reading="none: unproven-template"))
+    assert "failed=format none: unproven-template not in [none: ambiguous-chunks]" in miss.header
 
 
 def test_rules_are_tried_in_order_and_no_match_says_so(tmp_path: Path) -> None:
