@@ -73,6 +73,7 @@ def server_command(
     seed: int = 0,
     reuse_prompt: bool = False,
     identity: Path | None = None,
+    batch: int | None = None,
 ) -> list[str]:
     """The command line of llama-cpp-python's OpenAI-compatible server, started through `proxy.local_model_server`
     so that its answers reproduce (see there)."""
@@ -96,6 +97,8 @@ def server_command(
     # "unset" means all the CPUs this process may run on, for generation and prompt processing alike.
     threads = threads or len(os.sched_getaffinity(0))
     command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    if batch is not None:  # prompt tokens evaluated per step (llama-cpp-python's default: 512)
+        command += ["--n_batch", str(batch), "--n_ubatch", str(batch)]
     if reuse_prompt:
         command.append("--contextlift-reuse-prompt")
     if identity is not None:
@@ -117,6 +120,7 @@ class LocalModel:
         threads: int | None = None,
         seed: int = 0,
         reuse_prompt: bool = False,
+        batch: int | None = None,
         startup_timeout: float = 180.0,
         quiet: bool = False,
     ) -> None:
@@ -128,6 +132,7 @@ class LocalModel:
         self.threads = threads
         self.seed = seed
         self.reuse_prompt = reuse_prompt
+        self.batch = batch
         self.identity: dict[str, Any] | None = None
         """What its answers depend on (server version and build, model file and hash, settings), read from the
         server once it answers; None before, or where the server did not write it."""
@@ -161,6 +166,7 @@ class LocalModel:
             seed=self.seed,
             reuse_prompt=self.reuse_prompt,
             identity=identity,
+            batch=self.batch,
         )
         log.info("starting local model", model=self.model_path.name, url=self.base_url)
         self._output = tempfile.TemporaryFile() if self.quiet else None  # noqa: SIM115 - closed by stop()
