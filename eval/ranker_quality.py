@@ -5,6 +5,9 @@ gold first (the share of cases where it ranks first, with Wilson's 95% interval)
 Besides the distractor regimes (easy, hard, squad), a `retriever` regime puts the hard cases' documents in the
 order a retriever would send them: the gold at rank r with probability proportional to RETRIEVER_DECAY ** r, the
 distractors in their order around it. It is the regime where the client's own order (`client`) carries signal.
+
+`regime_cases` and `case_rankings` are the cases and rankings alone: scripts/filter_margins.py judges `filter`'s
+cuts on them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import random
 import shlex
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from contextlift.eval.sources import Sources, find_sources
 from contextlift.eval.verdicts.stats import wilson
 from contextlift.strategies import ChatRequest, parse_request
 from contextlift.strategies.embedder import Embedder
-from contextlift.strategies.rankers import RankerSet, published_rankers, rank_documents
+from contextlift.strategies.rankers import RankerSet, Ranking, published_rankers, rank_documents
 
 RANKERS = ("client", "lexical", "minilm", "fusion")
 RETRIEVER_DECAY = 0.6
@@ -63,28 +66,34 @@ def _moved(case: Case, rank: int) -> str:
     return "\n".join(lines)
 
 
-async def gold_ranks(cases: Sequence[Case], rankers: Sequence[str], embedder: Embedder | None) -> list[dict[str, Any]]:
-    """Per case and ranker: the gold's rank (1 is first), from documents detected as the proxy detects them."""
+async def case_rankings(
+    cases: Sequence[Case], rankers: Sequence[str], embedder: Embedder | None
+) -> AsyncIterator[tuple[Case, Ranking]]:
+    """Each case with a gold document, ranked by each ranker as the proxy ranks it: its documents detected as the
+    proxy detects them (a case whose documents detection does not find is left out: no ranking to score)."""
     available = RankerSet(published_rankers(), embedder=embedder)
-    rows = []
     for case in cases:
         if case.position is None:
             continue
         chat: ChatRequest = parse_request({"model": "m", "messages": case.messages})
         if len(chat.documents) != case.size:
-            continue  # detection did not find the case's documents: not a ranking to score
+            continue
         for name in rankers:
-            ranking = await rank_documents(chat.question, chat.documents, available, name)
-            rows.append(
-                {
-                    "variant": case.variant,
-                    "size": case.size,
-                    "ranker": name,
-                    "rank": ranking.order().index(case.position) + 1,
-                    "fallback": ranking.fallback,
-                }
-            )
-    return rows
+            yield case, await rank_documents(chat.question, chat.documents, available, name)
+
+
+async def gold_ranks(cases: Sequence[Case], rankers: Sequence[str], embedder: Embedder | None) -> list[dict[str, Any]]:
+    """Per case and ranker: the gold's rank (1 is first), from documents detected as the proxy detects them."""
+    return [
+        {
+            "variant": case.variant,
+            "size": case.size,
+            "ranker": ranking.ranker,
+            "rank": ranking.order().index(case.position or 0) + 1,
+            "fallback": ranking.fallback,
+        }
+        async for case, ranking in case_rankings(cases, rankers, embedder)
+    ]
 
 
 def summarise(ranks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -146,6 +155,34 @@ def run(
     unknown = set(rankers) - set(published_rankers())
     if unknown:
         raise ValueError(f"unknown ranker(s) {', '.join(sorted(unknown))}; choose from {', '.join(RANKERS)}")
+    sources = find_sources(data)
+    chosen, notes = regime_cases(sizes, samples, regimes, sources, seed)
+    rows = summarise(
+        asyncio.run(gold_ranks(chosen, rankers, embedder if embedder is not None else cpu_embedder(rankers)))
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_line(sizes, samples, regimes, rankers, data, seed)
+    preamble = _preamble(command, samples, seed, regimes, _data_read(sources, sizes, regimes, data), notes)
+    (out / "rankers.md").write_text(render(rows, preamble), encoding="utf-8")
+    (out / "rankers.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    return rows
+
+
+def regime_cases(
+    sizes: Sequence[int],
+    samples: int,
+    regimes: Sequence[str],
+    sources: Sources,
+    seed: int,
+    options: Sequence[str] = (),
+) -> tuple[list[Case], list[str]]:
+    """The litm-qa cases of the regimes (each question with the gold first, in the middle and last; `retriever`:
+    one case per hard question, the gold at a drawn rank) and the task's notes on them. `options` are further
+    litm-qa options (`litm-qa.chunks=paragraphs`).
+
+    Raises:
+        ValueError: an unknown regime, or data a regime needs and does not have.
+    """
     built = [r for r in regimes if r != RETRIEVER]
     if RETRIEVER in regimes and "hard" not in built:
         built.append("hard")
@@ -156,10 +193,9 @@ def run(
         [",".join(map(str, sizes))],
         ["0%,50%,100%"],
         [str(samples)],
-        [f"litm-qa.distractors={','.join(built)}"],
+        [f"litm-qa.distractors={','.join(built)}", *options],
         seed,
     )
-    sources = find_sources(data)
     cases, notes = build_cases(plan, sources)
     wanted = {VARIANTS.get(r, r) for r in regimes}
     # The gold first, in the middle and last: the client's order is no signal there (gold first in a third).
@@ -167,19 +203,17 @@ def run(
     if RETRIEVER in regimes:
         once = [c for c in cases if c.position == 0 and c.variant == "hard"]  # one case per question
         chosen += retriever_ordered(once, seed)
-    if embedder is None and {"minilm", "fusion"} & set(rankers):
-        from contextlift.strategies import SentenceTransformerEmbedder
+    return chosen, notes
 
-        # On the CPU even where there is a GPU: there MiniLM runs in fp16 on other kernels, whose cosines need not
-        # round a near-tie as the committed table's fp32 ones did.
-        embedder = SentenceTransformerEmbedder(device="cpu")
-    rows = summarise(asyncio.run(gold_ranks(chosen, rankers, embedder)))
-    out.mkdir(parents=True, exist_ok=True)
-    command = command_line(sizes, samples, regimes, rankers, data, seed)
-    preamble = _preamble(command, samples, seed, regimes, _data_read(sources, sizes, regimes, data), notes)
-    (out / "rankers.md").write_text(render(rows, preamble), encoding="utf-8")
-    (out / "rankers.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    return rows
+
+def cpu_embedder(rankers: Sequence[str]) -> Embedder | None:
+    """MiniLM for the rankers that embed (none otherwise), on the CPU even where there is a GPU: there MiniLM runs
+    in fp16 on other kernels, whose cosines need not round a near-tie as the committed tables' fp32 ones did."""
+    if not {"minilm", "fusion"} & set(rankers):
+        return None
+    from contextlift.strategies import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(device="cpu")
 
 
 def command_line(

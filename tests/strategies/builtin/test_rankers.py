@@ -147,11 +147,14 @@ async def test_filter_keeps_every_document_when_its_ranker_falls_back() -> None:
 
 async def test_filter_reads_an_unbounded_rankers_scores_rescaled() -> None:
     # BM25 scores have no fixed scale: rescaled, only the passages within 0.2 of the best (1.0) stay.
-    order, applied = await placed("filter; ranker=lexical", HARD, "Where was Ravel Oduya born in Osk?", Services())
+    question = "Where was Ravel Oduya born in Osk?"
+    order, applied = await placed("filter; ranker=lexical; margin=0.2", HARD, question, Services())
     assert HARD[1] in order
     assert len(order) < len(HARD)
-    # The margin's default was measured with MiniLM only: read on BM25's scale, the step says so.
-    assert applied.startswith("filter; ranker=lexical; unmeasured-with=lexical; dropped=")
+    assert applied.startswith("filter; ranker=lexical; margin=0.2; dropped=")
+    # Measured, BM25 alone drops an answer-bearing chunk too often: by default every document stays, unremarked.
+    order, applied = await placed("filter; ranker=lexical", HARD, question, Services())
+    assert (order, applied) == (HARD, "filter; ranker=lexical")
 
 
 async def test_a_margin_the_request_set_or_a_ranker_it_was_measured_with_says_nothing_more() -> None:
