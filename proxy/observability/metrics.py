@@ -5,7 +5,7 @@ labels only: route template, strategy names, status class, upstream model (the f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -21,6 +21,7 @@ RANKING_OUTCOMES = frozenset(
      "circuit-open", "unknown", "no-embedder", "error", "members-failed"}
 )  # fmt: skip
 """Outcomes counted by name; a plugin ranker's own reason is counted as `other`, so the label stays bounded."""
+_Labelled = TypeVar("_Labelled", Counter, Histogram)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -40,6 +41,7 @@ class ProxyMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._models: set[str] = set()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.requests = Counter(
             "contextlift_requests", "Requests handled.", ["route", "strategy", "status_class", "model"],
             registry=self.registry,
@@ -130,22 +132,31 @@ class ProxyMetrics:
         strategy = ",".join(record.strategy_names) or "none"
         model = self.model_label(record.model)
         status_class = f"{(record.status or 0) // 100}xx"
-        self.requests.labels(record.route, strategy, status_class, model).inc()
-        self.duration.labels(record.route, strategy).observe(seconds)
+        self._child(self.requests, record.route, strategy, status_class, model).inc()
+        self._child(self.duration, record.route, strategy).observe(seconds)
         if record.first_event_seconds is not None:
-            self.first_token.labels(strategy).observe(record.first_event_seconds)
+            self._child(self.first_token, strategy).observe(record.first_event_seconds)
         failures = record.ledger.failure_codes
         if record.ledger.calls > len(failures):
-            self.upstream_calls.labels("ok").inc(record.ledger.calls - len(failures))
+            self._child(self.upstream_calls, "ok").inc(record.ledger.calls - len(failures))
         for code in failures:
-            self.upstream_calls.labels(code).inc()
+            self._child(self.upstream_calls, code).inc()
         if record.route == CHAT_ROUTE:
-            self.detections.labels(format_label(record.document_format)).inc()
+            self._child(self.detections, format_label(record.document_format)).inc()
         usage = record.ledger.usage
         if usage.get("prompt_tokens"):
-            self.tokens.labels("in", model).inc(usage["prompt_tokens"])
+            self._child(self.tokens, "in", model).inc(usage["prompt_tokens"])
         if usage.get("completion_tokens"):
-            self.tokens.labels("out", model).inc(usage["completion_tokens"])
+            self._child(self.tokens, "out", model).inc(usage["completion_tokens"])
+
+    def _child(self, metric: _Labelled, *labels: str) -> _Labelled:
+        """`metric.labels(*labels)`, looked up once per series: prometheus_client's lookup (a lock, every value
+        checked and converted) was 10 of the 18 us a request took here. The labels are bounded, so is this."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def observe_ranking(self, ranker: str, outcome: str) -> None:
         """One ranking by `ranker` (a configured name: bounded) and its outcome: `ok`, or why it fell back to the

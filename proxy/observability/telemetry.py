@@ -33,6 +33,13 @@ def configure_tracing(endpoint: str | None, service_name: str) -> bool:
     return True
 
 
+def tracing() -> bool:
+    """Whether a tracer provider is installed (`configure_tracing`, or by whoever embeds the proxy). Without one
+    every span is a no-op that only carries its parent's ids: the proxy then skips making and describing them, 22 us
+    of a pass-through request (its server span and its upstream call's), about 5% of its CPU in the proxy."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def add_trace_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: the current trace and span ids, so a log line leads to its trace."""
     context = trace.get_current_span().get_span_context()
@@ -47,12 +54,20 @@ class ServerSpanMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._fields = frozenset(name.encode("latin-1") for name in propagate.get_global_textmap().fields)
+        """The request headers the propagators installed when the app is built read (by default `traceparent`,
+        `tracestate` and `baggage`), as the server hands them over: lower case."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
-        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = scope.get("headers", [])
+        if not tracing() and not any(name in self._fields for name, _ in headers):
+            # No span would be recorded, and no client context continued (whose ids the log lines would carry).
+            await self.app(scope, receive, send)
+            return
+        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
         route = _route(scope)
         method = str(scope.get("method", ""))
         with _tracer.start_as_current_span(

@@ -23,6 +23,7 @@ from contextlift.proxy.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
+from contextlift.proxy.observability.telemetry import tracing
 from contextlift.proxy.upstream.bodies import Progress, decoded_chunks
 from contextlift.proxy.upstream.client import UpstreamClient, Verbatim
 from contextlift.proxy.upstream.headers import client_retries, error_headers, relayed_headers, requested_retries
@@ -80,6 +81,8 @@ class RequestUpstream:
         self.ledger = CallLedger() if ledger is None else ledger
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
+        if not tracing():  # the span would be a no-op carrying its parent's ids (see `tracing`)
+            return await self._with_retries(lambda: self._complete(body))
         with _tracer.start_as_current_span(span_name(body), kind=SpanKind.CLIENT) as span:
             describe_request(span, body, self._client.base_url, stream=False)
             try:
@@ -120,6 +123,8 @@ class RequestUpstream:
         return Completion(parsed, self.guard.blank_headers(relayed_headers(response.headers)))
 
     async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
+        if not tracing():
+            return await self._with_retries(lambda: self._open_stream(body))
         span = _tracer.start_span(span_name(body), kind=SpanKind.CLIENT)
         describe_request(span, body, self._client.base_url, stream=True)
         try:
