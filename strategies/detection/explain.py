@@ -45,7 +45,7 @@ HINTS = {
     "none: unproven-boundaries": (
         "the context's chunks are told apart by a separator line, blank-line runs or headings, and they hold "
         "marked-up text ({why}): a page of Markdown writes the same marks inside a chunk, so a move could cut one "
-        "in two, and nothing is moved (reorder and filter run the operator's unproven_fallback, none by default). "
+        "in two, and nothing is moved (reorder and filter run the operator's unproven_fallback, excerpt by default). "
         'If these chunks never hold the separator themselves, say so with "format=separated" '
         "(X-Context-Strategy: reorder; format=separated); else wrap each chunk in <doc>...</doc>, number them "
         '("[1] ...", "Source 1:"), or declare the template in document_formats.'

@@ -37,7 +37,7 @@ def test_a_framework_request_is_reordered_on_the_real_model(sdk: openai.OpenAI, 
     assert raw.parse().choices[0].message.content is not None
 
 
-def test_langchains_default_join_goes_to_the_real_model_as_it_came(sdk: openai.OpenAI) -> None:
+def test_langchains_default_join_keeps_its_order_and_the_real_model_answers(sdk: openai.OpenAI) -> None:
     # Its documents are joined by blank lines alone: a chunk's own paragraph break would look the same, so the proxy
     # moves nothing (tests/strategies/detection/test_real_chunks_never_split.py) and the model answers all the same.
     prompt = next(p for p in framework_prompts() if p.name == "langchain-stuff-system")
@@ -49,6 +49,6 @@ def test_langchains_default_join_goes_to_the_real_model_as_it_came(sdk: openai.O
     )
     assert raw.headers["x-context-format"] == "none: ambiguous-chunks"
     assert raw.headers["x-context-documents"] == "0"
-    # The move is declined and says why (the operator's unproven_fallback is none by default).
-    assert raw.headers["x-context-strategy"] == "reorder -> none: ambiguous-chunks"
+    # The move is declined and says why; the operator's unproven_fallback (excerpt by default) runs in its place.
+    assert raw.headers["x-context-strategy"].startswith("reorder -> excerpt: ambiguous-chunks; ")
     assert raw.parse().choices[0].message.content is not None

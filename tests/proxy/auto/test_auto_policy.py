@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,27 @@ def test_a_policy_file_not_written_yet_starts_on_the_built_in_one_and_is_picked_
 def test_a_policy_path_that_is_not_a_file_still_stops_the_start(make_client: Any, tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="Is a directory"):
         make_client(policy_file=str(tmp_path))
+
+
+def test_the_built_in_policy_quotes_a_passage_where_nothing_may_move(make_client: Any, fake: FakeUpstream) -> None:
+    from tests.strategies.framework_prompts import framework_prompts
+
+    built_in = load_policy(BUILT_IN, lambda text, param: Pipeline())
+    unmovable = features(model="smollm2-135m-instruct", format="none", reading="none: ambiguous-chunks", documents=0)
+    assert built_in.choose(unmovable).rule == "smollm2-unmovable"
+    for other in ("none: unproven-template", "none: no-documents"):
+        assert built_in.choose(replace(unmovable, reading=other)).rule == "none"
+    # LangChain's own "stuff" prompt, chunks joined by its default blank line, through the proxy with `auto`.
+    prompt = next(p for p in framework_prompts() if p.name == "langchain-stuff-system")
+    body = {**prompt.body, "model": "smollm2-135m-instruct"}
+    response = make_client().post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": "auto"})
+    assert response.status_code == 200
+    assert response.headers["x-context-format"] == "none: ambiguous-chunks"
+    assert response.headers["x-context-strategy"].startswith("excerpt; ranker=lexical; min_margin=0.12; ")
+    assert response.headers["x-context-policy"].startswith(
+        "rule=smollm2-unmovable; evidence=reference-unmovable-langchain#litm-qa/easy+hard/odd/excerpt"
+    )
+    sent = fake.bodies[-1]["messages"]
+    assert all(m["content"] in s["content"] for m, s in zip(body["messages"], sent, strict=True))
+    quoted = "; quoted=" in response.headers["x-context-strategy"]
+    assert sum(m["content"].count("Relevant excerpt") for m in sent) == int(quoted)

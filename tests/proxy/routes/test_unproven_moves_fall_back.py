@@ -1,7 +1,7 @@
 """`reorder` and `filter` move only what the request proves. Where the context's boundaries are a guess (chunks joined
 by blank lines alone, or marked-up chunks joined by a rule they may hold themselves), the operator's
-`unproven_fallback` runs in the move's place and the header says so; by default nothing runs and the body goes
-upstream byte for byte."""
+`unproven_fallback` runs in the move's place and the header says so: by default `excerpt`, which quotes one passage
+before the question; with `none`, nothing runs and the body goes upstream byte for byte."""
 
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ CASES = [
 @pytest.mark.parametrize(("chunks", "join", "reason"), CASES, ids=["blank-lines", "marked-up-dashes"])
 @pytest.mark.parametrize("move", ["reorder; ranker=lexical", "filter; ranker=lexical"])
 def test_a_move_on_a_guessed_reading_is_declined_and_says_why(
-    client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, move: str
+    make_client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, move: str
 ) -> None:
+    client = make_client(unproven_fallback="none")
     body = chat(prompt(chunks, join))
     response = post(client, body, move)
     assert response.status_code == 200
@@ -52,11 +53,13 @@ def test_a_move_on_a_guessed_reading_is_declined_and_says_why(
 
 
 @pytest.mark.parametrize(("chunks", "join", "reason"), CASES, ids=["blank-lines", "marked-up-dashes"])
-@pytest.mark.parametrize(("fallback", "note"), [("focus", "focused="), ("excerpt", "quoted=")])
+@pytest.mark.parametrize(("fallback", "note"), [("focus", "focused="), ("excerpt", "quoted="), (None, "quoted=")])
 def test_the_operators_fallback_adds_beside_the_context_and_moves_nothing(
-    make_client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, fallback: str, note: str
+    make_client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, fallback: str | None, note: str
 ) -> None:
-    client = make_client(unproven_fallback=fallback)
+    # None: the default, which is excerpt.
+    client = make_client(unproven_fallback=fallback) if fallback else make_client()
+    fallback = fallback or "excerpt"
     original = prompt(chunks, join)
     response = post(client, chat(original), "reorder; ranker=lexical")
     assert response.status_code == 200
@@ -131,7 +134,8 @@ def test_a_failed_request_names_the_fallback_that_rewrote_its_body(make_client: 
     assert "The most relevant document for the question is" in sent(fake)["messages"][0]["content"]
 
 
-def test_a_declined_move_sends_the_clients_bytes_as_they_came(client: Any, fake: FakeUpstream) -> None:
+def test_a_declined_move_sends_the_clients_bytes_as_they_came(make_client: Any, fake: FakeUpstream) -> None:
+    client = make_client(unproven_fallback="none")
     # Odd spacing and escapes that a re-serialisation would change: the upstream must get these very bytes.
     body = chat(prompt(MARKED_UP, "\n\n---\n\n") + " \u00e9")
     raw = json.dumps(body, indent=3, ensure_ascii=True).encode()
