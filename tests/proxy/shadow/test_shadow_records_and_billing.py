@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,17 @@ def test_a_write_after_a_failed_one_starts_a_line_of_its_own(tmp_path: Path) -> 
     assert read.skipped == 1
 
 
+def summarised(client: Any, route: str) -> float:
+    """The requests to `route` whose summary ran (`contextlift_requests_total`, over every label)."""
+    lines = client.get("/metrics").text.splitlines()
+    wanted = f'route="{route}"'
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("contextlift_requests_total{") and wanted in line
+    )
+
+
 def test_a_queued_sample_costs_its_bodys_bytes_not_its_parsed_objects(make_client: Any, fake: FakeUpstream) -> None:
     """A body of 900 KB of `[],[],...` is ~20 MiB parsed; four of them queued must cost about their bytes."""
 
@@ -162,6 +174,11 @@ def test_a_queued_sample_costs_its_bodys_bytes_not_its_parsed_objects(make_clien
             response = on.post("/v1/chat/completions", content=content, headers={"content-type": "application/json"})
             assert response.status_code == 200
         assert metric(on, "contextlift_shadow_pending") == 4  # one held by the hanging worker, three queued
+        # Each request's summary (its log line and metrics) runs after the client has its last byte, and holds the
+        # request until it has run: wait for the four, so that only the queue is left to measure.
+        deadline = time.monotonic() + 30
+        while summarised(on, "/v1/chat/completions") < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
         fake.requests.clear()  # the fake's own copies of the bodies are not the proxy's
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
