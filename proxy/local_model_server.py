@@ -129,6 +129,8 @@ def _write_identity(path: Path, server_args: list[str], *, seed: int, reuse_prom
             "n_threads": int(options.get("n_threads", 0)) or None,
             "seed": seed,
             "reuse_prompt": reuse_prompt,
+            # Named only where set: the identity of a server on llama.cpp's default batch stays what it was.
+            **({"n_batch": int(options["n_batch"])} if "n_batch" in options else {}),
         },
     }
     temporary = path.with_name(path.name + ".tmp")

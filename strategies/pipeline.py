@@ -211,7 +211,9 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
     """The request after the pipeline's transforms, each noted in `context.applied` as it runs; steps that need
     documents are skipped for a request without any. A move where the request proves no boundaries is noted with
     what ran in its place (`_in_place_of_a_move`), the operator's fallback once per request."""
-    fell_back = False
+    fallback = context.services.unproven_fallback
+    # A pipeline that runs the fallback's step itself gets it once, where it asked for it, not twice.
+    fell_back = fallback is not None and any(step.strategy is fallback[0] for step in pipeline.transforms)
     for step in pipeline.transforms:
         assert isinstance(step.strategy, Transform)
         if not step.strategy.runs_on(request):

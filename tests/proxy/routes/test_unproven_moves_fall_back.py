@@ -146,3 +146,13 @@ def test_a_declined_move_sends_the_clients_bytes_as_they_came(make_client: Any, 
     )
     assert response.headers["x-context-strategy"] == "reorder; ranker=lexical -> none: unproven-boundaries"
     assert fake.requests[-1].content == raw
+
+
+def test_a_pipeline_that_asks_for_the_fallbacks_step_gets_it_once(client: Any, fake: FakeUpstream) -> None:
+    # The default fallback is excerpt: `reorder, excerpt` on a guessed reading quotes once, where excerpt was asked.
+    original = prompt(PLAIN, "\n\n")
+    response = post(client, chat(original), "reorder; ranker=lexical, excerpt; ranker=lexical")
+    steps = response.headers["x-context-strategy"].split(", ")
+    assert steps[0] == "reorder; ranker=lexical -> none: ambiguous-chunks"
+    assert steps[1].startswith("excerpt; ranker=lexical; quoted=")
+    assert sent(fake)["messages"][0]["content"].count("Relevant excerpt") == 1
