@@ -48,8 +48,10 @@ def test_the_shape_found_is_named_in_a_response_header(client: Any, fake: FakeUp
     ],
 )
 def test_why_nothing_was_found_is_named_and_the_body_goes_as_sent(
-    client: Any, fake: FakeUpstream, content: str, strategy: str | None, reason: str
+    make_client: Any, fake: FakeUpstream, content: str, strategy: str | None, reason: str
 ) -> None:
+    # No fallback: a declined move adds nothing (by default it would quote a passage: test_unproven_moves_fall_back).
+    client = make_client(unproven_fallback="none")
     raw = json.dumps(chat(content)).encode()
     headers = {"content-type": "application/json", **({"x-context-strategy": strategy} if strategy else {})}
     response = client.post("/v1/chat/completions", content=raw, headers=headers)
