@@ -13,8 +13,9 @@ third process. Printed as one table (and `--json`):
   cold with each in-process ranker (minilm, client, lexical, fusion) beside `none` on fresh bodies;
 - the proxy's resident memory idle (MiniLM not loaded: the first request that needs it, the strategies' warm-up,
   loads it) and after the run, and its start-up time to /healthz and /startupz;
-- with `--peer URL` (another gateway, started first and pointed at `http://127.0.0.1:PORT/v1` with the port given
-  as `--fake-port PORT`), its added latency and throughput in the same run, interleaved with the proxy's;
+- with `--peer [NAME=]URL` (repeatable: another gateway, started first and pointed at `http://127.0.0.1:PORT/v1`
+  with the port given as `--fake-port PORT`), its added latency and throughput in the same run, interleaved with
+  the proxy's;
 - with `--variant NAME:VAR=VALUE,...` (repeatable), another `contextlift serve` on the same core with those
   environment settings, measured beside the default one (pool sizes, the event loop, ...);
 - with `--startup ROUNDS`, only start-up: the default proxy and each variant spawned ROUNDS times in turn, one at
@@ -388,7 +389,10 @@ async def reorder_cpu(url: str, pid: int, rounds: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    parser.add_argument("--peer", help="another gateway's OpenAI base URL, pointed at the fake upstream")
+    parser.add_argument(
+        "--peer", action="append", default=[], metavar="[NAME=]URL",
+        help="another gateway's OpenAI base URL, pointed at the fake upstream (repeatable; NAME labels its column)",
+    )  # fmt: skip
     parser.add_argument("--delay", type=float, default=0.0, help="the fake upstream's answer delay (s)")
     parser.add_argument(
         "--fake-port", type=int, help="the fake upstream's port (default: a free one), so a --peer can be started first"
@@ -481,7 +485,7 @@ def main() -> int:
             if args.json:
                 args.json.write_text(json.dumps(figures, indent=1) + "\n")
             return 0
-        targets = {"contextlift": through, **variants, **({"peer": args.peer} if args.peer else {})}
+        targets = {"contextlift": through, **variants, **peers(args.peer)}
         figures["targets"] = list(targets)
         figures["load_generator"] = "wrk" if shutil.which("wrk") else "python-httpx"
         figures["added_small"] = asyncio.run(added_latency(targets, direct, SMALL, rounds))
@@ -555,6 +559,15 @@ def startup_rounds(
                 stderr.seek(0)
                 figures[name]["imports"].append(import_times(stderr.read().decode(errors="replace")))
     return figures
+
+
+def peers(specs: list[str]) -> dict[str, str]:
+    """`--peer` values by column name: `NAME=URL`, or a bare URL named `peer` (`peer2`, ... after the first)."""
+    named: dict[str, str] = {}
+    for spec in specs:
+        name, _, url = spec.partition("=") if "=" in spec.split("://", 1)[0] else ("", "", spec)
+        named[name or (f"peer{len(named) + 1}" if named else "peer")] = url
+    return named
 
 
 def import_times(importtime: str) -> dict[str, float]:
