@@ -322,12 +322,14 @@ async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ra
     return ranking
 
 
-def note_unmeasured(context: StepContext, ranking: Ranking, parameter: str, measured_with: frozenset[str]) -> None:
-    """Say `unmeasured-with=RANKER` where the running step left `parameter` at a default that was measured with
-    other rankers only (a margin tuned on cosine similarities, read on BM25's rescaled scores): a drop can then be
-    explained from the header."""
+def note_unmeasured(
+    context: StepContext, ranking: Ranking, parameters: tuple[str, ...], measured_with: frozenset[str]
+) -> None:
+    """Say `unmeasured-with=RANKER` where the running step left every one of `parameters` (those that make its
+    cut) at a default that was measured with other rankers only (a margin tuned on cosine similarities, read on
+    BM25's rescaled scores): a drop can then be explained from the header. A cut the request set is its own."""
     step = context.applied[-1] if context.applied else None
-    if step is None or parameter in step.explicit or ranking.fallback is not None:
+    if step is None or set(step.explicit).intersection(parameters) or ranking.fallback is not None:
         return
     if ranking.ranker not in measured_with:
         context.note(f"unmeasured-with={ranking.ranker}")

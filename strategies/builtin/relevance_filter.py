@@ -66,7 +66,7 @@ class RelevanceFilter(Transform):
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         ranked = await rank(request, params, context)
-        note_unmeasured(context, ranked, "margin", MARGIN_MEASURED_WITH)
+        note_unmeasured(context, ranked, ("margin", "top"), MARGIN_MEASURED_WITH)
         if ranked.fallback is not None:
             return request  # nothing to judge relevance by: every document stays
         margin, top = params.get("margin"), params.get("top")

@@ -71,6 +71,7 @@ async def test_an_unmeasured_ranker_keeps_every_document_and_says_so() -> None:
     ("selection", "expected"),
     [
         ("filter; ranker=rerank; margin=0.3", ["alpha", "gamma"]),  # rescaled: 1, 0.25, 0.75, 0
+        ("filter; ranker=rerank; top=2", ["alpha", "gamma"]),
         ("filter; ranker=lexical; margin=0; top=2", ["alpha", "beta"]),  # all tie at 0: the client's first two
         ("filter; ranker=client; top=3", ["alpha", "beta", "gamma"]),
     ],
