@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contextlift.strategies import ChatRequest, Pipeline
+from contextlift.strategies import DECLINED, ChatRequest, DocumentFormat, Pipeline
 from contextlift.strategies.rankers import ranker_margin as ranker_margin  # read here by the routes and the tests
 
 AUTO = "auto"
@@ -76,6 +76,11 @@ class Evidence(BaseModel):
     )
 
 
+FORMATS = frozenset({*(f.value for f in DocumentFormat), "none", *(f"none: {reason}" for reason in DECLINED)})
+"""What a rule's `formats` may name: a detected format (`X-Context-Format`'s first word), `none` (any request whose
+documents were not read) or a declined reading with its reason."""
+
+
 class Rule(BaseModel):
     """One rule: conditions (all optional; an absent one matches anything) and the pipeline to apply."""
 
@@ -88,7 +93,7 @@ class Rule(BaseModel):
         None,
         description="Detected formats (`X-Context-Format` shapes: `litm`, `paragraphs` ...); `none` matches every "
         "request whose documents were not read, `none: ambiguous-chunks` (a reading with its reason) only those "
-        "declined for that reason.",
+        "declined for that reason. A name no request can have refuses the file.",
     )
     stream: bool | None = None
     ranker_margin: tuple[float, float] | None = Field(
@@ -116,6 +121,13 @@ class Rule(BaseModel):
             raise ValueError(f"rule {self.id!r}: ranker_margin is [low, high] with 0 <= low <= high <= 1")
         if self.margin_ranker is not None and self.ranker_margin is None:
             raise ValueError(f"rule {self.id!r}: margin_ranker without ranker_margin")
+        unknown = [f for f in self.formats or () if f not in FORMATS]
+        if unknown:
+            raise ValueError(
+                f"rule {self.id!r}: formats {unknown} never match a request; a format is one of "
+                f"{', '.join(sorted({f.value for f in DocumentFormat}))}, `none`, or `none: REASON` with REASON one "
+                f"of {', '.join(DECLINED)}"
+            )
         return self
 
 

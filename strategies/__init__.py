@@ -11,7 +11,7 @@ The core imports none of its rooms (this face re-exports them); nothing here may
 
 from contextlift.strategies.detection.declared import DeclaredFormat
 from contextlift.strategies.detection.explain import explain_detection, render_explanation
-from contextlift.strategies.detection.find import SHAPES, parse_request
+from contextlift.strategies.detection.find import DECLINED, SHAPES, parse_request
 from contextlift.strategies.detection.limits import DocumentLimitError, DocumentLimits
 from contextlift.strategies.embedder import Embedder, SentenceTransformerEmbedder, embed_off_loop
 from contextlift.strategies.pipeline import (
@@ -45,6 +45,7 @@ from contextlift.strategies.tokens import TiktokenTokenizer, Tokenizer
 from contextlift.strategies.upstream import Completion, CompletionStream, Upstream, UpstreamFailure, add_usage
 
 __all__ = [
+    "DECLINED",
     "ENTRY_POINT_GROUP",
     "SHAPES",
     "AppliedStep",

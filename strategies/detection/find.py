@@ -67,6 +67,8 @@ _REASON_RANK = (
 
 SHAPES = tuple(f.value for f in DocumentFormat if f is not DocumentFormat.DECLARED)
 """Shape names a request may name with `format=`, besides the operator's declared formats."""
+DECLINED = (*_REASON_RANK, "unrecognised-documents-field")
+"""Every reason a reading of a request's documents is declined for (`X-Context-Format: none: REASON`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,3 +166,16 @@ async def test_a_reload_never_holds_the_event_loop(tmp_path: Path, monkeypatch: 
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("value", ["none:ambiguous-chunks", "none: ambiguous chunks", "LITM", "paragraph"])
+def test_a_format_no_request_could_have_is_refused_naming_the_rule(tmp_path: Path, value: str) -> None:
+    # Left through, the rule would never match: a typo would switch it off without a word.
+    path = written(tmp_path, policy_text(rule("typo", formats=[value])))
+    with pytest.raises(PolicyError, match=r"rule 'typo': formats .* never match a request"):
+        load_policy(path, no_pipeline)
+
+
+def test_every_format_and_declined_reading_a_request_can_have_loads(tmp_path: Path) -> None:
+    named = ["none", "litm", "paragraphs", "declared", "none: ambiguous-chunks", "none: unrecognised-documents-field"]
+    assert load_policy(written(tmp_path, policy_text(rule("ok", formats=named))), no_pipeline).rules
