@@ -23,7 +23,7 @@ def loads(raw: bytes | str) -> Any:
     """
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ValueError("JSON nested too deep") from None
     # Escaped surrogates are legal in pairs; only when some appear is the (costlier) whole-value check paid.
@@ -43,9 +43,14 @@ def dumps(value: Any, *, compact: bool = False) -> str:
     Raises:
         ValueError: `value` holds a non-finite float.
     """
-    separators = (",", ":") if compact else None
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=separators)
+    return (_COMPACT if compact else _SPACED).encode(value)
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# Built once: json.loads and json.dumps build a new decoder or encoder on every call that passes an option.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_SPACED = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
