@@ -205,6 +205,13 @@ class Settings(BaseSettings):
         description="Seconds a client has to send its whole request body once the headers are in; a slower one "
         "gets 408. Requests count against max_in_flight only once their body is read.",
     )
+    client_write_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds a client may leave the answer unread once the connection's buffers are full (it stopped "
+        "reading a stream); past it the connection is dropped and the request logged as 499, so a client that "
+        "never reads cannot hold a request, its upstream call and its memory.",
+    )
     keepalive_timeout: float = Field(
         5.0, gt=0, description="Seconds an idle keep-alive connection is kept open between two requests."
     )

@@ -15,8 +15,9 @@ from the first byte of a later head), else 408; a connection that never sends a 
 kept-alive one after `keepalive_timeout`; at most `max_connections` open, the next one 503 at once; heads up to
 `max_header_bytes` and `max_header_count` however they are split, 431 above; every protocol error a 400
 envelope, `Content-Length` with `Transfer-Encoding` included (RFC 9112 section 6.1: the body could hide a second
-request), and a bare CR in a head at once rather than after the timeout. Every refusal closes the connection,
-after a short linger so the client can read the answer. uvicorn's warnings about a connection (a malformed
+request), and a bare CR in a head at once rather than after the timeout; a client that leaves its answer unread
+with the buffers full for `client_write_timeout` is dropped (its request ends as a 499). Every refusal closes the
+connection, after a short linger so the client can read the answer. uvicorn's warnings about a connection (a malformed
 request, an unsupported upgrade) are each caused by a client, one line per connection: at most one is written
 per `WARNING_INTERVAL`, saying how many were held back, so a client cannot flood the log. A head's bytes are
 counted as they arrive (httptools gathers a header's value whole before calling back).
@@ -64,6 +65,7 @@ class HttpLimits:
 
     header_read_timeout: float = 10.0
     keepalive_timeout: float = 5.0
+    client_write_timeout: float = 60.0
     max_connections: int = 1024
     max_header_bytes: int = 32 * 1024
     max_header_count: int = 100
@@ -73,6 +75,7 @@ class HttpLimits:
         return cls(
             header_read_timeout=settings.header_read_timeout,
             keepalive_timeout=settings.keepalive_timeout,
+            client_write_timeout=settings.client_write_timeout,
             max_connections=settings.max_connections,
             max_header_bytes=settings.max_header_bytes,
             max_header_count=settings.max_header_count,
@@ -141,6 +144,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._tail = b""  # the head's last bytes, to find a bare CR or the head's end split between two reads
         self._refused = False
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
+        self._write_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -158,6 +162,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._stop_head_clock()
+        self._stop_write_clock()
+
+    def pause_writing(self) -> None:
+        # The transport's buffer is past its high-water mark: the client is not reading what it was sent.
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.limits.client_write_timeout, self._write_timed_out)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_write_clock()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -262,6 +277,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+    def _stop_write_clock(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timed_out(self) -> None:
+        """The client read nothing for `client_write_timeout`: drop the connection (closing would wait for the
+        unread bytes to go); uvicorn then tells the app the client left, which ends the request as a 499."""
+        self._write_timer = None
+        self.logger.warning("A client stopped reading its answer; the connection was dropped.")
+        self.transport.abort()
 
     def _head_timed_out(self) -> None:
         self._head_timer = None

@@ -3,21 +3,24 @@ protocol error answered in the OpenAI envelope, and request smuggling refused be
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
 import select
 import socket
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from contextlift.proxy import Settings, create_app
 from contextlift.proxy.edge.server import build_server
-from tests.fakes import FakeEmbedder, FakeUpstream
+from tests.fakes import FakeEmbedder, FakeUpstream, chunk
 from tests.serving import UPSTREAM, chat, serve_in_thread
 
 TIMEOUT = 0.5
@@ -277,3 +280,32 @@ def test_a_connection_idle_after_a_body_sent_past_its_answer_is_closed_too(serve
         assert read_answer(sock).status == 404  # answered before its body was read
         sock.sendall(b"hello")
         assert closed_within(sock, TIMEOUT + 1)
+
+
+def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_upstream_call_closed(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    closed = threading.Event()
+
+    def endless(request: httpx.Request) -> httpx.Response:
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    yield f"data: {chunk('x' * 60_000)}\n\n".encode()
+                    await asyncio.sleep(0)
+            finally:
+                closed.set()
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
+
+    fake.queue(endless)
+    port = serve(client_write_timeout=0.5)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the buffers fill within a few MB
+    with sock:
+        sock.connect(("127.0.0.1", port))
+        body = json.dumps({**chat("go"), "stream": True}).encode()
+        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+        sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        # Never read: the proxy's buffers fill, it stops writing, and after client_write_timeout it lets go.
+        assert closed.wait(15), "the upstream stream was still open: the request outlived a client that never reads"
