@@ -1,14 +1,17 @@
-"""The connection protocol: uvicorn's httptools protocol with the limits a hostile client tests.
+"""The connection protocol: uvicorn's h11 protocol with the limits a hostile client tests.
 
-Why uvicorn's httptools protocol, subclassed (`uvicorn.Config(http=GuardedHttpProtocol)`): httptools wraps
-llhttp, Node's C parser, which in its strict default refuses malformed requests (bad request lines, invalid header
-names or values, obsolete line folding, duplicate or negative `Content-Length`, request transfer codings that do
-not end in `chunked`), and calls back per header and once the head is complete, before uvicorn starts the app:
-the checks it lacks go in those callbacks, the answers in the OpenAI envelope in one place, and uvicorn keeps the
-lifespan and connection bookkeeping the proxy relies on. It replaced uvicorn's h11 protocol (a pure-Python
-parser) on 2026-11-27: 1,549 requests a second per core at 64 in flight against 1,311, and 1.65 ms added at one
-in flight against 1.91 (docs/performance.md). hypercorn or granian would replace the
-lifespan and shutdown machinery and still word their own answers to a malformed request.
+Why uvicorn's h11 protocol, subclassed (`uvicorn.Config(http=GuardedH11Protocol)`): h11 is a sans-IO parser that
+already refuses most malformed requests (bad request lines, a missing or repeated `Host`, invalid header names or
+values, conflicting `Content-Length` values, transfer codings other than `chunked`), reads one request at a time
+and hands over each head as one event before the app sees it: the checks it lacks and the answers in the OpenAI
+envelope go in one place, and uvicorn keeps the lifespan and connection bookkeeping the proxy relies on.
+hypercorn or granian would replace the lifespan and shutdown machinery and still word their own answers to a
+malformed request. httptools, uvicorn's faster parser (llhttp), was tried under the same guards on 2026-11-27:
+1.65 ms added at p50 against h11's 1.91 and 18% more requests a core, every test of this layer passing; a hostile
+review then found it parses every pipelined request in a read at once (a refusal or a 408 then lands inside an
+earlier answer, mid-stream included, and queued requests grow memory without bound), skips the body of an
+`Upgrade` or `CONNECT` request (which then runs as a request of its own), and merges chunked trailers into the
+request's headers (`Authorization` included). Each needs a guard of its own; until they exist, h11.
 
 What the protocol adds: a whole request head within `header_read_timeout` (from the connection's opening, or
 from the first byte of a later head), else 408; a connection that never sends a byte closed silently, an idle
@@ -16,17 +19,17 @@ kept-alive one after `keepalive_timeout`; at most `max_connections` open, the ne
 `max_header_bytes` and `max_header_count` however they are split, 431 above; every protocol error a 400
 envelope, `Content-Length` with `Transfer-Encoding` included (RFC 9112 section 6.1: the body could hide a second
 request), and a bare CR in a head at once rather than after the timeout; a client that leaves its answer unread
-with the buffers full for `client_write_timeout` is dropped (its request ends as a 499). Every refusal closes the
-connection, after a short linger so the client can read the answer. uvicorn's warnings about a connection (a malformed
-request, an unsupported upgrade) are each caused by a client, one line per connection: at most one is written
-per `WARNING_INTERVAL`, saying how many were held back, so a client cannot flood the log. A head's bytes are
-counted as they arrive (httptools gathers a header's value whole before calling back).
+with the buffers full for `client_write_timeout` is dropped (its request ends as a 499), and an idle connection
+whose last answer is still unread when its keep-alive ends is dropped rather than closed (a close waits for the
+bytes to go). Every refusal closes the connection, after a short linger so the client can read the answer.
+uvicorn's warnings about a connection (a malformed request, an unsupported upgrade) are each caused by a client,
+one line per connection: at most one is written per `WARNING_INTERVAL`, saying how many were held back, so a
+client cannot flood the log.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import http
 import json
 import logging
@@ -35,17 +38,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httptools
+import h11
 import uvicorn
 from litestar.types import ASGIApp
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
 from contextlift.proxy.request_log import RECEIVED_EXTENSION
 from contextlift.proxy.settings import Settings
 
-__all__ = ["GuardedConfig", "GuardedHttpProtocol", "HttpLimits", "ThrottledWarnings"]
+__all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits", "ThrottledWarnings"]
 
 LINGER_SECONDS = 1.0
 """How long a refused connection stays half-open, reading and dropping what the client still sends. Closing a
@@ -86,7 +89,7 @@ class GuardedConfig(uvicorn.Config):
     """uvicorn's config, carrying the limits to each connection's protocol."""
 
     def __init__(self, app: ASGIApp, limits: HttpLimits, **options: Any) -> None:
-        super().__init__(app, http=GuardedHttpProtocol, **options)
+        super().__init__(app, http=GuardedH11Protocol, **options)
         self.http_limits = limits
         self.connection_log = ThrottledWarnings()
         """Shared by every connection of this server: the throttle is per process, not per connection."""
@@ -122,8 +125,8 @@ class ThrottledWarnings(logging.Logger):
         super().warning(msg, *args, **kwargs)
 
 
-class GuardedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the limits of `HttpLimits` (see the module docstring)."""
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the limits of `HttpLimits` (see the module docstring)."""
 
     def __init__(
         self,
@@ -135,12 +138,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.limits = config.http_limits if isinstance(config, GuardedConfig) else HttpLimits()
         self.logger = config.connection_log if isinstance(config, GuardedConfig) else ThrottledWarnings()
-        self._reading = _Reading.IDLE
-        self._refusal: ProxyError | None = None  # why the head being read is refused, set by a parser callback
+        self.conn: _StrictConnection = _StrictConnection(self.limits)
         self._head_timer: asyncio.TimerHandle | None = None
-        self._head_bytes = 0
-        self._header_count = 0
-        self._framing: set[bytes] = set()  # content-length / transfer-encoding, as the head named them
+        self._head_seen = False  # bytes of the next head have arrived: its timeout answers 408, not just closes
         self._tail = b""  # the head's last bytes, to find a bare CR or the head's end split between two reads
         self._refused = False
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
@@ -174,77 +174,48 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().resume_writing()
         self._stop_write_clock()
 
+    def timeout_keep_alive_handler(self) -> None:
+        # An answer still unread in the buffer (below the high-water mark, so no write clock ran): closing would
+        # wait for the client to read it, holding the connection's place for good.
+        if not self.transport.is_closing() and self.transport.get_write_buffer_size():
+            self.transport.abort()
+            return
+        super().timeout_keep_alive_handler()
+
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # lingering after the answer: what the client still sends is dropped
-        if self._reading is _Reading.IDLE:
-            self._reading = _Reading.HEAD
-            self._head_arrived = time.perf_counter()
+        if self.conn.their_state is h11.IDLE:
+            if self._head_arrived is None:
+                self._head_arrived = time.perf_counter()
+            self._head_seen = True
             if self._head_timer is None:
                 self._start_head_clock()
-        if self._reading is _Reading.HEAD and self._head_refused(data):
-            return
-        # uvicorn's own data_received, but a parser error is answered with what the parser said.
-        self._unset_keepalive_if_required()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            if not self._should_upgrade():
-                self._unsupported_upgrade_warning()
-        except httptools.HttpParserError as error:
-            self.logger.warning("Invalid HTTP request received.")
-            detail = f"the request is not valid HTTP/1.1: {str(error)[:200]}"
-            self._refuse(self._refusal or MalformedHTTP(detail))
-            return
-        if (
-            self._reading is _Reading.IDLE
-            and self._head_timer is None
-            and self.timeout_keep_alive_task is None
-            and (self.cycle is None or self.cycle.response_complete)
-        ):
-            # Between two requests with no clock running: the rest of a body arrived after its answer was sent
-            # (uvicorn stops the keep-alive clock whenever bytes arrive).
+            if self._bare_cr(data):
+                self._refuse(MalformedHTTP("the request head has a bare CR; lines must end with CRLF"))
+                return
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:
+            if self._head_arrived is not None and self.scope is not None:
+                # The app's task is created, not yet run: it reads when the request began (X-Context-Overhead-Ms).
+                extensions = self.scope.setdefault("extensions", {})
+                extensions[RECEIVED_EXTENSION] = {"at": self._head_arrived}
+                self._head_arrived = None
+            # A head is in (or the connection failed): the clock for the next head starts with its first byte.
+            self._stop_head_clock()
+            self._head_seen = False
+            self._tail = b""
+        elif self._head_timer is None and self.timeout_keep_alive_task is None and not self._refused:
+            # Between two requests with no clock running: the rest of a body arrived after its answer was sent,
+            # which uvicorn does not count as idle.
             self._start_idle_clock()
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_count = 0
-        self._framing = set()
-        if self._reading is not _Reading.HEAD:  # a pipelined head, in the bytes that ended the last request
-            self._reading = _Reading.HEAD
-            self._head_arrived = time.perf_counter()
-        if self._head_timer is None:
-            self._start_head_clock()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        # An exception here ends the parse: data_received answers self._refusal.
-        self._header_count += 1
-        if self._header_count > self.limits.max_header_count:
-            self._refusal = HeadersTooLarge(f"more than {self.limits.max_header_count} request headers")
-            raise self._refusal
-        lowered = name.lower()
-        if lowered in (b"content-length", b"transfer-encoding"):
-            self._refusal = _framing_refusal(lowered, value, self._framing)
-            if self._refusal is not None:
-                raise self._refusal
-            self._framing.add(lowered)
-        super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
-        if self._head_arrived is not None and self.scope is not None:
-            # Before the app's task is created: it reads when the request began (X-Context-Overhead-Ms).
-            self.scope.setdefault("extensions", {})[RECEIVED_EXTENSION] = {"at": self._head_arrived}
-            self._head_arrived = None
-        self._reading = _Reading.BODY
-        # A head is in: the clock for the next head starts with its first byte.
-        self._stop_head_clock()
-        self._head_bytes = 0
-        self._tail = b""
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._reading = _Reading.IDLE
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn's answer to any h11.RemoteProtocolError; the connection recorded which one it was.
+        self._refuse(self.conn.refusal or MalformedHTTP("the request is not valid HTTP/1.1"))
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -292,32 +263,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self._refused or self._reading is _Reading.BODY:
+        if self._refused or self.conn.their_state is not h11.IDLE:
             return
-        if self._reading is _Reading.HEAD:
+        if self._head_seen:
             timeout = self.limits.header_read_timeout
             self._refuse(RequestTimeout(f"the request head did not arrive within {timeout:g} s"))
         else:
             self.transport.close()
 
-    def _head_refused(self, data: bytes) -> bool:
-        """Refuses the head being read if `data` makes it too large or puts a bare CR in it (a CR not followed by
-        LF, on which a parser would wait for a line end until the timeout)."""
+    def _bare_cr(self, data: bytes) -> bool:
+        """A CR not followed by LF before the end of the head (h11 would wait for a line end forever)."""
         window = self._tail + data
         end = _HEAD_END.search(window)
         self._tail = window[-2:]
-        head_part = len(data) if end is None else max(0, end.end() - (len(window) - len(data)))
-        self._head_bytes += head_part
-        if self._head_bytes > self.limits.max_header_bytes:
-            self._refuse(HeadersTooLarge(f"the request head is larger than {self.limits.max_header_bytes} bytes"))
-            return True
-        if _BARE_CR.search(window, 0, len(window) if end is None else end.start()) is not None:
-            self._refuse(MalformedHTTP("the request head has a bare CR; lines must end with CRLF"))
-            return True
-        return False
+        return _BARE_CR.search(window, 0, len(window) if end is None else end.start()) is not None
 
     def _refuse(self, error: ProxyError) -> None:
-        """Answer `error` in the OpenAI envelope and close the connection, whatever state the parser is in."""
+        """Answer `error` in the OpenAI envelope and close the connection, whatever state h11 is in."""
         if self._refused or self.transport.is_closing():
             return
         self._refused = True
@@ -332,23 +294,45 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
 
-class _Reading(enum.Enum):
-    """Where a connection is in reading its client's next request."""
+class _StrictConnection(h11.Connection):
+    """h11's server side, refusing the request heads h11 lets through; `refusal` says why the last one failed."""
 
-    IDLE = "idle"  # between requests: no byte of the next head yet
-    HEAD = "head"
-    BODY = "body"  # the head is in; the body (if any) follows
+    def __init__(self, limits: HttpLimits) -> None:
+        # h11 measures a head only while it is incomplete; complete ones are measured in _head_refusal.
+        super().__init__(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
+        self.limits = limits
+        self.refusal: ProxyError | None = None
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as error:
+            if self.refusal is None:
+                self.refusal = _protocol_refusal(error, self.limits)
+            raise
+        if isinstance(event, h11.Request):
+            self.refusal = _head_refusal(event, self.limits)
+            if self.refusal is not None:
+                raise h11.RemoteProtocolError(self.refusal.message, self.refusal.status)
+        return event
 
 
-def _framing_refusal(name: bytes, value: bytes, seen: set[bytes]) -> ProxyError | None:
-    """Why a body's framing header is refused, given the framing headers the head named before it: the checks
-    the parser leaves to the server (a body framed two ways could hide a second request)."""
-    if seen - {name}:
+def _protocol_refusal(error: h11.RemoteProtocolError, limits: HttpLimits) -> ProxyError:
+    if error.error_status_hint == 431:
+        return HeadersTooLarge(f"the request head is larger than {limits.max_header_bytes} bytes")
+    return MalformedHTTP(f"the request is not valid HTTP/1.1: {str(error)[:200]}")
+
+
+def _head_refusal(event: h11.Request, limits: HttpLimits) -> ProxyError | None:
+    if len(event.headers) > limits.max_header_count:
+        return HeadersTooLarge(f"more than {limits.max_header_count} request headers")
+    size = len(event.method) + len(event.target) + len(b"  HTTP/1.1\r\n\r\n")
+    size += sum(len(name) + len(value) + len(b": \r\n") for name, value in event.headers.raw_items())
+    if size > limits.max_header_bytes:
+        return HeadersTooLarge(f"the request head is larger than {limits.max_header_bytes} bytes")
+    names = {name for name, _ in event.headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
         return MalformedHTTP("a request may not carry both Content-Length and Transfer-Encoding (RFC 9112, 6.1)")
-    if name in seen:
-        return MalformedHTTP(f"a request may carry one {name.decode()} header")
-    if name == b"transfer-encoding" and value.strip().lower() != b"chunked":
-        return MalformedHTTP("the only transfer coding accepted is chunked")
     return None
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from contextlift.proxy import Settings, create_app
 from contextlift.proxy.edge.server import build_server
-from tests.fakes import FakeEmbedder, FakeUpstream, chunk
+from tests.fakes import FakeEmbedder, FakeUpstream, chunk, completion
 from tests.serving import UPSTREAM, chat, serve_in_thread
 
 TIMEOUT = 0.5
@@ -309,3 +309,27 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_upstream_call_c
         sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         # Never read: the proxy's buffers fill, it stops writing, and after client_write_timeout it lets go.
         assert closed.wait(15), "the upstream stream was still open: the request outlived a client that never reads"
+
+
+def test_a_connection_whose_whole_answer_sits_unread_is_dropped_when_its_keep_alive_ends(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    # The answer is complete and under the high-water mark, so no write clock runs; a close would wait for the
+    # client to read it, and the connection would hold its place (max_connections=1: every other client 503).
+    fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
+    port = serve(max_connections=1, header_read_timeout=5)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    with sock:
+        sock.connect(("127.0.0.1", port))
+        body = json.dumps(chat("go")).encode()
+        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+        sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 5
+        while True:
+            with connect(port) as other:
+                other.sendall(get())
+                if read_answer(other).status == 200:
+                    break
+            assert time.monotonic() < deadline, "the unread connection still held the only place"
+            time.sleep(0.2)
