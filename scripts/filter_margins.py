@@ -187,7 +187,7 @@ def preamble(samples: int, seed: int, data: Path) -> str:
             "is whether the answer-bearing document survives `filter`, not the model's accuracy with it.",
             "",
             "Each cell: the cases where `filter` kept the gold document / the cases, Wilson's 95% interval, and the "
-            f"mean number of the {SIZE} documents kept. A ranker's default (`relevance_filter.DEFAULT_CUTS`) is the "
+            f"mean number of the {SIZE} documents kept. A ranker's cut (`relevance_filter.RETENTION_CUTS`) is the "
             f"rule that kept the gold in at least {FLOOR:.0%} of the cases of every regime with the fewest documents "
             "kept on average. Margins are on each ranker's scale: MiniLM's cosine as it is, the others' scores "
             "rescaled to [0, 1] over the request's documents (best 1, worst 0).",

@@ -138,7 +138,7 @@ SETTING_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("The upstream", "Where requests go, with which key, and how a failed call is retried.",
      ("upstream_", "max_upstream_", "max_retries", "retry_")),
     ("Limits", "What one connection, request or stream may take before it is refused or cut off.",
-     ("max_", "header_read_timeout", "body_read_timeout", "keepalive_timeout")),
+     ("max_", "header_read_timeout", "body_read_timeout", "keepalive_timeout", "client_write_timeout")),
     ("Strategies and rankers", "What a request that names no strategy gets, what it may ask for, and what ranks.",
      ("default_strategies", "document_formats", "strategy_caps", "rankers", "default_ranker", "strategy_seed",
       "unproven_fallback", "stream_keepalive")),

@@ -32,8 +32,8 @@ class Cut:
 # Measured by scripts/filter_margins.py (docs/results/filter-margins: README.md gives every rule's figures and the
 # command), without a model: litm-qa, 10 documents, 90 questions per regime (easy, hard and SQuAD distractors, each
 # as passages and as LangChain chunks joined by `---`), each rule applied by `kept` below to the proxy's own
-# rankings. Each ranker's default is the rule that kept the gold document in at least 97% of the cases of every
-# regime with the fewest documents kept:
+# rankings. Each ranker's cut is the rule that kept the gold document in at least 97% of the cases of every regime
+# with the fewest documents kept:
 # - minilm, margin 0.35 of the cosine: the gold kept in 90/90 everywhere; 1.3 (easy), 9.1 (hard), 7.4 (SQuAD),
 #   3.5, 9.2 and 7.2 (their chunks) of 10 documents kept. 0.2, the old default, kept it in 71/90 hard chunks.
 # - fusion, margin 0.8 of the rescaled scores: 88/90 at worst (easy and hard chunks), 7.2 to 7.6 documents kept.
@@ -41,8 +41,22 @@ class Cut:
 #   question (no stemming: "filmed" is not "filming"), as low as every distractor, so no cut kept the gold in 97%
 #   of the easy chunks (at best 87/90, the top 8; 0.2 kept it in 84/90, and in 39/90 hard chunks); the client's
 #   order puts it last as often as first.
-DEFAULT_CUTS: Mapping[str, Cut] = MappingProxyType(
+# Then each cut's accuracy with the embedded SmolLM2 against `none` (scripts/reference_eval_filter and
+# reference_eval_filter_chunks, 90 pairs per regime: easy and hard passages, easy chunks; pooled by
+# scripts/pooled_lift.py): a cut stays the default only where its pooled lift is not below zero.
+# - minilm 0.35: +0.089 (18/10), -0.022 (5/7), +0.100 (12/3); pooled +0.056 [+0.002, +0.109], Holm p 0.17 /3.
+# - fusion 0.8: -0.122 (5/16), -0.089 (8/16), +0.089 (13/5); pooled -0.041 [-0.098, +0.017]: withdrawn, so with
+#   fusion every document stays unless the request sets `margin` or `top`.
+# - lexical: every document stays, the answers `none`'s (0/0 on all 270 pairs).
+RETENTION_CUTS: Mapping[str, Cut] = MappingProxyType(
     {"minilm": Cut(margin=0.35), "fusion": Cut(margin=0.8), "lexical": Cut(), "client": Cut()}
+)
+"""Per ranker, the cut that kept the answer-bearing document (docs/results/filter-margins)."""
+LOST_ACCURACY = frozenset({"fusion"})
+"""The rankers whose retention cut lost accuracy against `none` on the model measured (docs/results/reference-filter
+and reference-filter-chunks): their default keeps every document."""
+DEFAULT_CUTS: Mapping[str, Cut] = MappingProxyType(
+    {ranker: Cut() if ranker in LOST_ACCURACY else cut for ranker, cut in RETENTION_CUTS.items()}
 )
 """`filter`'s default per ranker, where the request sets neither `margin` nor `top`."""
 MARGIN_MEASURED_WITH = frozenset(DEFAULT_CUTS)
@@ -60,7 +74,7 @@ class RelevanceFilter(Transform):
     params: ClassVar[tuple[Param, ...]] = (
         Param("top", int, None, "keep at most this many of the most relevant documents", minimum=1, maximum=1_000),
         Param("margin", float, None, "keep the documents whose score is within this of the best one's (an unbounded "
-              "ranker's rescaled to [0, 1]); unset: the ranker's measured default (minilm 0.35, fusion 0.8; with "
+              "ranker's rescaled to [0, 1]); unset: the ranker's measured default (minilm 0.35; with fusion, "
               "lexical, client or an unmeasured ranker every document stays)", minimum=0.0, maximum=2.0),
     )  # fmt: skip
 

@@ -11,13 +11,22 @@ from pathlib import Path
 import pytest
 
 from contextlift.strategies import Services, build_registry, parse_request, parse_selection, run_pipeline
-from contextlift.strategies.builtin.relevance_filter import DEFAULT_CUTS, MARGIN_MEASURED_WITH, Cut, kept
+from contextlift.strategies.builtin.relevance_filter import (
+    DEFAULT_CUTS,
+    LOST_ACCURACY,
+    MARGIN_MEASURED_WITH,
+    RETENTION_CUTS,
+    Cut,
+    kept,
+)
 from contextlift.strategies.rankers import Ranker, RankerSet, Ranking, published_rankers
 from contextlift.strategies.request import Document
 from tests.strategies.builtin.test_reorder_edges import litm
 from tests.strategies.scripted import ScriptedUpstream
 
-RESULTS = Path(__file__).resolve().parents[3] / "docs/results/filter-margins/retention.json"
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "docs/results/filter-margins/retention.json"
+MODEL_RUNS = (ROOT / "docs/results/reference-filter", ROOT / "docs/results/reference-filter-chunks")
 TEXTS = ["alpha", "beta", "gamma", "delta"]
 
 
@@ -50,8 +59,28 @@ def as_cut(rule: str) -> Cut:
 
 def test_each_rankers_default_is_the_rule_the_committed_measurement_chose() -> None:
     chosen = json.loads(RESULTS.read_text())["defaults"]
-    assert {ranker: as_cut(rule) for ranker, rule in chosen.items()} == dict(DEFAULT_CUTS)
+    assert {ranker: as_cut(rule) for ranker, rule in chosen.items()} == dict(RETENTION_CUTS)
     assert frozenset(chosen) == MARGIN_MEASURED_WITH
+    assert dict(DEFAULT_CUTS) == {r: Cut() if r in LOST_ACCURACY else cut for r, cut in RETENTION_CUTS.items()}
+
+
+def test_a_cut_stays_the_default_only_where_the_committed_model_runs_found_no_loss() -> None:
+    # Each ranker's answers paired with none's on the same cases, pooled over the regimes of both reports.
+    scores: dict[str, dict[tuple[str, str], float]] = {}
+    for report in MODEL_RUNS:
+        for line in (report / "samples.jsonl").read_text().splitlines():
+            sample = json.loads(line)
+            if sample["variant"] not in ("closed-book", "oracle"):
+                scores.setdefault(sample["strategy"], {})[(report.name, sample["case"])] = sample["score"]
+    none = scores["none"]
+    lifts = {}
+    for ranker in ("lexical", "minilm", "fusion"):
+        mine = scores[f"filter; ranker={ranker}"]
+        assert len(mine) == 270
+        assert mine.keys() <= none.keys()
+        lifts[ranker] = sum(mine[k] - none[k] for k in mine) / len(mine)
+    assert {r for r, lift in lifts.items() if lift < 0} == LOST_ACCURACY
+    assert lifts["lexical"] == 0  # every document stays: none's own body, none's answers
 
 
 def test_a_margin_keeps_what_is_within_it_of_the_best_and_top_cuts_after_it() -> None:
