@@ -256,10 +256,15 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
     over `none` that holds, within the cost ceiling; a comment where none does."""
     if data.get("kind") != "contextlift-shadow-probes":
         raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file")
+    from contextlift.proxy.policy import FORMATS  # what a rule's `formats` may name, as the proxy loads it
+
     out: list[Entry] = []
     for group in data.get("groups", []):
         model, fmt = str(group["model"]), str(group["format"])
         where = f"{model or '(no model)'} / {fmt}: {group['probes']} probes from live traffic"
+        if fmt not in FORMATS:
+            out += ["", f"{where}: no rule. No request is detected in that format (a report written by hand?)."]
+            continue
         rows, notes = _probe_lifts(group)
         qualified = [r for r in rows if significant(r) and ceiling.allows(r.get("cost"))]
         out.append("")

@@ -44,9 +44,8 @@ def resolve(text: str, param: str) -> Any:
         (INJECTED, "litm"),
         ("m\r\n[[rule]]\r\n", "litm"),
         ("m\u2028x\x7fy\x00z", "litm"),
-        ("m", 'litm"]\n[[rule]]\nid = "evil"\n#'),
     ],
-    ids=["newline-rule", "crlf", "odd-controls", "in-the-format"],
+    ids=["newline-rule", "crlf", "odd-controls"],
 )
 def test_what_a_client_sent_never_becomes_a_rule(tmp_path: Path, model: str, fmt: str) -> None:
     text = write_policy([probes_report(tmp_path / "shadow", model, fmt)], CostCeiling.parse("calls=1"))
@@ -59,6 +58,14 @@ def test_what_a_client_sent_never_becomes_a_rule(tmp_path: Path, model: str, fmt
     path = tmp_path / "policy.toml"
     path.write_text(text)
     assert [r.id for r, _ in load_policy(path, resolve).rules] == [rule["id"]]
+
+
+def test_a_format_no_request_can_have_writes_no_rule_and_a_comment_without_a_line_break(tmp_path: Path) -> None:
+    fmt = 'litm"]\n[[rule]]\nid = "evil"\n#'
+    text = write_policy([probes_report(tmp_path / "shadow", "m", fmt)], CostCeiling.parse("calls=1"))
+    assert "rule" not in tomllib.loads(text)
+    assert "\n[[rule]]" not in text
+    assert "no rule. No request is detected in that format" in text
 
 
 def test_a_comment_line_holds_no_line_break(tmp_path: Path) -> None:
