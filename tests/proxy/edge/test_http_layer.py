@@ -187,6 +187,30 @@ def test_more_headers_than_max_header_count_get_431_on_every_route(serve: Any) -
         refused(sock, 431, "headers_too_large")
 
 
+def served_within(port: int, seconds: float) -> bool:
+    """A new connection's `GET /healthz` answered 200 within `seconds` (tried until then)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with connect(port) as sock:
+            sock.sendall(get())
+            if read_answer(sock).status == 200:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def unread_chat(port: int, body: dict[str, Any]) -> socket.socket:
+    """A connection that sent a chat request and will not read its answer: its 4 KiB receive buffer fills at once."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    raw = json.dumps(body).encode()
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+    sock.sendall(head.encode() + f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    return sock
+
+
 def test_cr_only_line_endings_are_answered_at_once(serve: Any) -> None:
     with connect(serve(header_read_timeout=5)) as sock:
         started = time.monotonic()
@@ -264,14 +288,7 @@ def test_a_connection_over_max_connections_gets_503_at_once(serve: Any) -> None:
             second.sendall(get())  # those within the limit are served
             assert read_answer(second).status == 200
         # `first` is closed now: its place goes to the next connection.
-        deadline = time.monotonic() + 2
-        while True:
-            with connect(port) as again:
-                again.sendall(get())
-                if read_answer(again).status == 200:
-                    break
-            assert time.monotonic() < deadline, "the place of a closed connection was never given to another"
-            time.sleep(0.05)
+        assert served_within(port, 2), "the place of a closed connection was never given to another"
 
 
 def test_a_connection_idle_after_a_body_sent_past_its_answer_is_closed_too(serve: Any) -> None:
@@ -299,14 +316,7 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_upstream_call_c
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
 
     fake.queue(endless)
-    port = serve(client_write_timeout=0.5)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the buffers fill within a few MB
-    with sock:
-        sock.connect(("127.0.0.1", port))
-        body = json.dumps({**chat("go"), "stream": True}).encode()
-        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
-        sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    with unread_chat(serve(client_write_timeout=0.5), {**chat("go"), "stream": True}):
         # Never read: the proxy's buffers fill, it stops writing, and after client_write_timeout it lets go.
         assert closed.wait(15), "the upstream stream was still open: the request outlived a client that never reads"
 
@@ -318,18 +328,5 @@ def test_a_connection_whose_whole_answer_sits_unread_is_dropped_when_its_keep_al
     # client to read it, and the connection would hold its place (max_connections=1: every other client 503).
     fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
     port = serve(max_connections=1, header_read_timeout=5)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    with sock:
-        sock.connect(("127.0.0.1", port))
-        body = json.dumps(chat("go")).encode()
-        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
-        sock.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        deadline = time.monotonic() + 5
-        while True:
-            with connect(port) as other:
-                other.sendall(get())
-                if read_answer(other).status == 200:
-                    break
-            assert time.monotonic() < deadline, "the unread connection still held the only place"
-            time.sleep(0.2)
+    with unread_chat(port, chat("go")):
+        assert served_within(port, 5), "the unread connection still held the only place"
