@@ -28,6 +28,10 @@ class Completion:
     body: dict[str, Any]
     headers: Mapping[str, str] = field(default_factory=dict)
     """Upstream response headers worth relaying to the client (rate limits, processing time)."""
+    raw: bytes | None = None
+    """The upstream's own bytes of `body` (with the key guard applied), where the upstream client read them: a
+    completion no executor rebuilt is relayed as these bytes, not re-serialised. Never carried into another
+    completion: one built from this one's body has none."""
 
 
 class CompletionStream(Protocol):

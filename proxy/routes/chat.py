@@ -32,6 +32,7 @@ from contextlift.proxy.routes.stream_usage import StreamUsage
 from contextlift.proxy.shadow.case import ShadowCase
 from contextlift.proxy.state import STRATEGY_FIELD, ProxyState
 from contextlift.proxy.upstream.client import Verbatim
+from contextlift.proxy.upstream.key_guard import KeyGuard
 from contextlift.strategies import (
     AppliedStep,
     ChatRequest,
@@ -133,11 +134,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.shadow.served_completion(outcome)
     headers = guard.blank_headers(outcome.headers)
     if isinstance(outcome, Completion) and not chat.stream:
-        try:
-            content = guard.blank(json_text.dumps(outcome.body).encode())
-        except ValueError:
-            raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
-        return Response(content, media_type="application/json", headers=headers)
+        return Response(_completion_bytes(outcome, pipeline, guard), media_type="application/json", headers=headers)
     if isinstance(outcome, Completion):
         frames = completion_frames(outcome, chat.body, guard)
         return Stream(frames, media_type="text/event-stream", headers={**headers, **_STREAM_HEADERS})
@@ -147,6 +144,17 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         media_type="text/event-stream",
         headers={**headers, **_STREAM_HEADERS},
     )
+
+
+def _completion_bytes(outcome: Completion, pipeline: Pipeline, guard: KeyGuard) -> bytes:
+    """The answer's body as the client gets it: the upstream's own bytes where no executor ran (only one sends
+    the upstream's completion on rebuilt), else the completion serialised."""
+    if outcome.raw is not None and pipeline.executor is None:
+        return outcome.raw
+    try:
+        return guard.blank(json_text.dumps(outcome.body).encode())
+    except ValueError:
+        raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
 
 
 async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) -> tuple[Pipeline, ChatRequest]:
@@ -272,22 +280,47 @@ def _check_choices(pipeline: Pipeline, chat: ChatRequest) -> None:
 
 async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:
     """Await `work`, cancelling it (and every upstream call under it) if the client disconnects first, or
-    answering 503 with Retry-After if it is still waiting when the drain deadline passes."""
-    task = asyncio.ensure_future(work)
+    answering 503 with Retry-After if it is still waiting when the drain deadline passes.
+
+    `work` runs in the request's own task, which the watchers cancel: run as a task of its own and waited for
+    (`asyncio.wait`), it started a loop iteration later and its result came back one later still, 26 us of a
+    pass-through request's 1.1 ms on this project's machine (a timeline of marks through the request)."""
+    task = asyncio.current_task()
+    assert task is not None
+    reasons: list[BaseException] = []
+    over = False
+
+    def stop(reason: BaseException) -> None:
+        if not over and not reasons:
+            reasons.append(reason)
+            task.cancel()
+
+    def watched(watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled():
+            stop(ClientDisconnected())
+
+    def drained(_: asyncio.Future[None]) -> None:
+        stop(ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"}))
+
     watcher = asyncio.ensure_future(_disconnected(exchange.request))
-    with exchange.state.drain_signal() as drained:
+    watcher.add_done_callback(watched)
+    with exchange.state.drain_signal() as drain:
+        drain.add_done_callback(drained)
         try:
-            waits: set[asyncio.Future[Any]] = {task, watcher, drained}
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            result = await work
+        except asyncio.CancelledError:
+            # Ours alone: a cancellation from outside too (the server's at the end of the grace) goes on up.
+            if reasons and task.uncancel() == 0:
+                raise reasons[0] from None
+            raise
         finally:
+            over = True  # from here no callback cancels the task: the work is over, whatever its outcome
+            drain.remove_done_callback(drained)
+            watcher.remove_done_callback(watched)
             watcher.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    if watcher in done:
-        raise ClientDisconnected
-    raise ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"})
+    if reasons:
+        task.uncancel()  # the work finished in spite of the cancel: it must not reach what the task awaits next
+    return result
 
 
 async def _disconnected(request: Request[Any, Any, Any]) -> None:

@@ -113,14 +113,15 @@ class RequestUpstream:
             self._client.release()
         if response.status_code >= 300:
             raise self._status_error(response, content)
+        content = self.guard.blank(content)
         try:
-            parsed = json_text.loads(self.guard.blank(content))
+            parsed = json_text.loads(content)
         except ValueError as error:
             raise UpstreamProtocolError(f"upstream returned a completion that is not valid JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise UpstreamProtocolError("upstream returned a completion that is not a JSON object")
         self.ledger.add_usage(parsed.get("usage"))
-        return Completion(parsed, self.guard.blank_headers(relayed_headers(response.headers)))
+        return Completion(parsed, self.guard.blank_headers(relayed_headers(response.headers)), raw=content)
 
     async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
         if not tracing():

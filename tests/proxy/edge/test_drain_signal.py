@@ -1,13 +1,19 @@
 """Every waiting request and stream watches the drain deadline through a future of its own: waking them all
 stays one event, and joining or leaving costs the same at 1 or 1,000 in flight (a future shared by all of them
-made every `asyncio.wait` scan its callbacks, one per waiter)."""
+made every `asyncio.wait` scan its callbacks, one per waiter). A chat request's work runs in the request's own
+task, which the deadline or the client's leaving cancels (`_unless_disconnected`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
+from contextlift.proxy.errors import ShuttingDown
+from contextlift.proxy.routes.chat import ClientDisconnected, _unless_disconnected
 from contextlift.proxy.settings import Settings
 from contextlift.proxy.state import ProxyState
 from contextlift.strategies import build_registry
@@ -58,3 +64,69 @@ async def test_a_waiter_that_leaves_before_the_deadline_is_not_woken_later() -> 
     await asyncio.wait_for(proxy.drain_started(), timeout=2)
     await asyncio.sleep(0)
     assert not drained.done()
+
+
+class _Request:
+    """What the route's watcher reads of a request: its ASGI receive, here a disconnect after `leaves_after` s."""
+
+    def __init__(self, leaves_after: float | None) -> None:
+        self.leaves_after = leaves_after
+
+    async def receive(self) -> dict[str, Any]:
+        if self.leaves_after is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(cast(float, self.leaves_after))
+        return {"type": "http.disconnect"}
+
+
+def exchange(proxy: ProxyState, leaves_after: float | None = None) -> Any:
+    return SimpleNamespace(state=proxy, request=_Request(leaves_after))
+
+
+async def endless(ended: list[str]) -> str:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        ended.append("work ended")
+    return "never"
+
+
+async def test_work_still_waiting_at_the_deadline_is_cancelled_and_answered_503() -> None:
+    proxy, ended = state(), []
+    proxy.begin_shutdown(grace=0.6)  # the deadline: 0.1 s from now
+    with pytest.raises(ShuttingDown):
+        await _unless_disconnected(exchange(proxy), endless(ended))
+    assert ended == ["work ended"]
+    await asyncio.sleep(0.01)  # the request's task goes on, not cancelled: it still writes its 503
+    assert not proxy._drain_waiters
+
+
+async def test_work_whose_client_left_is_cancelled() -> None:
+    proxy, ended = state(), []
+    with pytest.raises(ClientDisconnected):
+        await _unless_disconnected(exchange(proxy, leaves_after=0.02), endless(ended))
+    assert ended == ["work ended"]
+    await asyncio.sleep(0.01)
+
+
+async def test_finished_work_leaves_nothing_that_cancels_the_task_later() -> None:
+    proxy = state()
+
+    async def quick() -> str:
+        await asyncio.sleep(0)
+        return "answer"
+
+    assert await _unless_disconnected(exchange(proxy, leaves_after=0.01), quick()) == "answer"
+    proxy.begin_shutdown(grace=0.5)
+    await asyncio.sleep(0.05)  # the client has left and the deadline passed: neither reaches this task now
+    assert not proxy._drain_waiters
+
+
+async def test_a_cancellation_from_outside_goes_on_up_as_a_cancellation() -> None:
+    proxy, ended = state(), []
+    task = asyncio.ensure_future(_unless_disconnected(exchange(proxy), endless(ended)))
+    await asyncio.sleep(0.01)
+    task.cancel()  # the server's own, at the end of the grace
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended == ["work ended"]

@@ -1,6 +1,7 @@
 """What the client and the upstream send arrives as they sent it: the chat query string, the client's
-`X-Request-Id`, the upstream's `x-request-id` and other response headers, image-sized bodies, and an
-Azure-shaped upstream whose base URL carries a query and whose key goes in `api-key`."""
+`X-Request-Id`, the upstream's `x-request-id` and other response headers, the upstream's answer byte for byte
+where no executor rebuilt it, image-sized bodies, and an Azure-shaped upstream whose base URL carries a query and
+whose key goes in `api-key`."""
 
 from __future__ import annotations
 
@@ -30,6 +31,37 @@ def test_the_upstreams_request_id_and_headers_reach_the_client(client: Any, fake
     for name, value in headers.items():
         assert response.headers[name] == value
     assert len(response.headers["x-contextlift-request-id"]) == 32
+
+
+# An answer as a server may write it: its own spacing and key order, escapes, a number json would rewrite.
+UPSTREAM_BYTES = (
+    b'{ "usage":{"total_tokens":3,"prompt_tokens":2,"completion_tokens":1},"object" : "chat.completion",'
+    b'"choices":[{"index":0,"message":{"role":"assistant","content":"caf\\u00e9 \\ud83d\\ude00"},'
+    b'"finish_reason":"stop"}],"created":1.0e9,"id":"chatcmpl-1","model":"fake-model"}'
+)
+
+
+DOCS = "\n".join(f"Document [{i}](Title: T{i}) fact number {i} is true" for i in range(1, 6))
+WITH_DOCUMENTS = chat(f"{DOCS}\n\nQuestion: which fact?\nAnswer:")
+
+
+def test_the_upstreams_answer_reaches_the_client_byte_for_byte(client: Any, fake: FakeUpstream) -> None:
+    # reorder moves the documents it finds: it changes what is asked, not how the answer is written.
+    for body, strategy in [(chat(), "none"), (WITH_DOCUMENTS, "reorder")]:
+        fake.queue(httpx.Response(200, content=UPSTREAM_BYTES, headers={"content-type": "application/json"}))
+        response = client.post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": strategy})
+        assert response.headers["x-context-strategy"] == strategy
+        assert response.content == UPSTREAM_BYTES
+
+
+def test_an_answer_an_executor_rebuilt_is_written_anew(client: Any, fake: FakeUpstream) -> None:
+    for _ in range(2):
+        fake.queue(httpx.Response(200, content=UPSTREAM_BYTES, headers={"content-type": "application/json"}))
+    headers = {"X-Context-Strategy": "medoid; k=2; seed=1"}
+    response = client.post("/v1/chat/completions", json=WITH_DOCUMENTS, headers=headers)
+    assert response.headers["x-context-upstream-calls"] == "2"
+    assert response.content != UPSTREAM_BYTES
+    assert response.json()["usage"]["total_tokens"] == 6  # both calls' usage, summed
 
 
 def test_the_proxys_own_id_is_the_request_id_only_when_the_upstream_sent_none(client: Any) -> None:
