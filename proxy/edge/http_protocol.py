@@ -1,35 +1,49 @@
-"""The connection protocol: uvicorn's h11 protocol with the limits a hostile client tests.
+"""The connection protocol: uvicorn's httptools protocol with the limits a hostile client tests.
 
-Why uvicorn's h11 protocol, subclassed (`uvicorn.Config(http=GuardedH11Protocol)`): h11 is a sans-IO parser that
-already refuses most malformed requests (bad request lines, a missing or repeated `Host`, invalid header names or
-values, conflicting `Content-Length` values, transfer codings other than `chunked`), reads one request at a time
-and hands over each head as one event before the app sees it: the checks it lacks and the answers in the OpenAI
-envelope go in one place, and uvicorn keeps the lifespan and connection bookkeeping the proxy relies on.
+Why uvicorn's httptools protocol, subclassed (`uvicorn.Config(http=GuardedHttpProtocol)`): httptools wraps
+llhttp, Node's C parser, which in its strict default refuses malformed requests (bad request lines, invalid header
+names or values, obsolete line folding, duplicate or negative `Content-Length`, request transfer codings that do
+not end in `chunked`), and calls back per header and once the head is complete, before uvicorn starts the app:
+the checks it lacks go in those callbacks, the answers in the OpenAI envelope in one place, and uvicorn keeps the
+lifespan and connection bookkeeping the proxy relies on. It replaced uvicorn's h11 protocol (a pure-Python
+parser, 29% of the proxy's samples under load) for its speed (docs/performance.md has the figures side by side).
 hypercorn or granian would replace the lifespan and shutdown machinery and still word their own answers to a
-malformed request. httptools, uvicorn's faster parser (llhttp), was tried under the same guards on 2026-11-27:
-1.65 ms added at p50 against h11's 1.91 and 18% more requests a core, every test of this layer passing; a hostile
-review then found it parses every pipelined request in a read at once (a refusal or a 408 then lands inside an
-earlier answer, mid-stream included, and queued requests grow memory without bound), skips the body of an
-`Upgrade` or `CONNECT` request (which then runs as a request of its own), and merges chunked trailers into the
-request's headers (`Authorization` included). Each needs a guard of its own; until they exist, h11.
+malformed request.
 
-What the protocol adds: a whole request head within `header_read_timeout` (from the connection's opening, or
-from the first byte of a later head), else 408; a connection that never sends a byte closed silently, an idle
-kept-alive one after `keepalive_timeout`; at most `max_connections` open, the next one 503 at once; heads up to
-`max_header_bytes` and `max_header_count` however they are split, 431 above; every protocol error a 400
-envelope, `Content-Length` with `Transfer-Encoding` included (RFC 9112 section 6.1: the body could hide a second
-request), and a bare CR in a head at once rather than after the timeout; a client that leaves its answer unread
-with the buffers full for `client_write_timeout` is dropped (its request ends as a 499), and an idle connection
-whose last answer is still unread when its keep-alive ends is dropped rather than closed (a close waits for the
-bytes to go). Every refusal closes the connection, after a short linger so the client can read the answer.
-uvicorn's warnings about a connection (a malformed request, an unsupported upgrade) are each caused by a client,
-one line per connection: at most one is written per `WARNING_INTERVAL`, saying how many were held back, so a
-client cannot flood the log.
+What llhttp does not do, and this protocol does, each found by a hostile review of a first httptools build:
+- One request at a time. llhttp parses every request in a read at once; uvicorn queued the pipelined ones without
+  bound and a refusal of a later one landed inside an earlier answer. Here a request that begins before the answer
+  to the one before it is complete is not read at all (its bytes and all after them are dropped), and the
+  connection closes once that answer is out. No client the proxy serves pipelines.
+- No protocol switch. A request llhttp reads as an upgrade (`Connection: upgrade` with `Upgrade`, or `CONNECT`)
+  has its body skipped by the parser, which would run it as a request of its own: `CONNECT`, and an upgrade that
+  declares a body, are refused; a body-less upgrade offer is answered as plain HTTP/1.1 (as RFC 9110 section 7.8
+  allows) and the connection closes after the answer, nothing after the head read.
+- Trailers are dropped, and bounded: llhttp reports a chunked body's trailer fields as headers, which uvicorn
+  added to the request's own (a trailer `Authorization` replaced the head's). What a chunked body spends beyond
+  its data (chunk lines, trailers) is bounded by `max_header_bytes` plus a chunk line's worth per chunk; past it
+  the connection is dropped.
+- `Host`: an HTTP/1.1 request without exactly one is refused (RFC 9112 section 3.2).
+
+And what the proxy always guarded: a whole request head within `header_read_timeout` (from the connection's
+opening, or from the first byte of a later head), else 408; a connection that never sends a byte closed silently,
+an idle kept-alive one after `keepalive_timeout`; at most `max_connections` open, the next one 503 at once; heads
+up to `max_header_bytes` and `max_header_count` however they are split, 431 above (a head's bytes counted as they
+arrive: httptools gathers a header's value whole before calling back); every protocol error a 400 envelope,
+`Content-Length` with `Transfer-Encoding` included (RFC 9112 section 6.1: the body could hide a second request),
+and a bare CR in a head at once rather than after the timeout; a client that leaves its answer unread with the
+buffers full for `client_write_timeout` is dropped (its request ends as a 499), and an idle connection whose last
+answer is still unread when its keep-alive ends is dropped rather than closed (a close waits for the bytes to go).
+Every refusal closes the connection, after a short linger so the client can read the answer. uvicorn's warnings
+about a connection (a malformed request, an unsupported upgrade) are each caused by a client, one line per
+connection: at most one is written per `WARNING_INTERVAL`, saying how many were held back, so a client cannot
+flood the log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import http
 import json
 import logging
@@ -38,17 +52,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import h11
+import httptools
 import uvicorn
 from litestar.types import ASGIApp
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
 from contextlift.proxy.request_log import RECEIVED_EXTENSION
 from contextlift.proxy.settings import Settings
 
-__all__ = ["GuardedConfig", "GuardedH11Protocol", "HttpLimits", "ThrottledWarnings"]
+__all__ = ["GuardedConfig", "GuardedHttpProtocol", "HttpLimits", "ThrottledWarnings"]
 
 LINGER_SECONDS = 1.0
 """How long a refused connection stays half-open, reading and dropping what the client still sends. Closing a
@@ -89,7 +103,7 @@ class GuardedConfig(uvicorn.Config):
     """uvicorn's config, carrying the limits to each connection's protocol."""
 
     def __init__(self, app: ASGIApp, limits: HttpLimits, **options: Any) -> None:
-        super().__init__(app, http=GuardedH11Protocol, **options)
+        super().__init__(app, http=GuardedHttpProtocol, **options)
         self.http_limits = limits
         self.connection_log = ThrottledWarnings()
         """Shared by every connection of this server: the throttle is per process, not per connection."""
@@ -125,8 +139,8 @@ class ThrottledWarnings(logging.Logger):
         super().warning(msg, *args, **kwargs)
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the limits of `HttpLimits` (see the module docstring)."""
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the limits of `HttpLimits` (see the module docstring)."""
 
     def __init__(
         self,
@@ -138,11 +152,20 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         self.limits = config.http_limits if isinstance(config, GuardedConfig) else HttpLimits()
         self.logger = config.connection_log if isinstance(config, GuardedConfig) else ThrottledWarnings()
-        self.conn: _StrictConnection = _StrictConnection(self.limits)
+        self._reading = _Reading.IDLE
+        self._refusal: ProxyError | None = None  # why the head being read is refused, set by a parser callback
         self._head_timer: asyncio.TimerHandle | None = None
-        self._head_seen = False  # bytes of the next head have arrived: its timeout answers 408, not just closes
+        self._head_bytes = 0
+        self._header_count = 0
+        self._hosts = 0
+        self._framing: dict[bytes, bytes] = {}  # content-length / transfer-encoding, as the head named them
         self._tail = b""  # the head's last bytes, to find a bare CR or the head's end split between two reads
         self._refused = False
+        self._last = False  # nothing after the request being read is read: the connection closes after its answer
+        self._ignoring = False  # a request began before the last answer was out: what follows is dropped
+        self._counting = False  # the current read is all body phase: its bytes other than data are counted
+        self._overhead = 0  # bytes of the body phase that were not body data (chunk lines, trailers)
+        self._chunks = 0
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
 
@@ -183,41 +206,125 @@ class GuardedH11Protocol(H11Protocol):
         super().timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # lingering after the answer: what the client still sends is dropped
-        if self.conn.their_state is h11.IDLE:
-            if self._head_arrived is None:
-                self._head_arrived = time.perf_counter()
-            self._head_seen = True
+        if self._refused or self._ignoring:
+            return  # lingering after the answer, or after a request that came too early: dropped unread
+        if self._reading is _Reading.IDLE:
+            if self._last or self._answer_pending():
+                self._read_no_more()
+                return
+            self._reading = _Reading.HEAD
+            self._head_arrived = time.perf_counter()
             if self._head_timer is None:
                 self._start_head_clock()
-            if self._bare_cr(data):
-                self._refuse(MalformedHTTP("the request head has a bare CR; lines must end with CRLF"))
+        if self._reading is _Reading.HEAD and self._head_refused(data):
+            return
+        self._counting = self._reading is _Reading.BODY
+        if self._counting:
+            self._overhead += len(data)
+        # uvicorn's own data_received, but a parser error is answered with what the parser said.
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._last = True  # the parser stopped at the head: what follows it is never read
+        except httptools.HttpParserError as error:
+            if self._ignoring or (self._reading is _Reading.IDLE and self._answer_pending()):
+                self._read_no_more()  # the error is in bytes after a whole request: they are dropped unanswered
                 return
-        super().data_received(data)
-
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.conn.their_state is not h11.IDLE:
-            if self._head_arrived is not None and self.scope is not None:
-                # The app's task is created, not yet run: it reads when the request began (X-Context-Overhead-Ms).
-                extensions = self.scope.setdefault("extensions", {})
-                extensions[RECEIVED_EXTENSION] = {"at": self._head_arrived}
-                self._head_arrived = None
-            # A head is in (or the connection failed): the clock for the next head starts with its first byte.
-            self._stop_head_clock()
-            self._head_seen = False
-            self._tail = b""
-        elif self._head_timer is None and self.timeout_keep_alive_task is None and not self._refused:
-            # Between two requests with no clock running: the rest of a body arrived after its answer was sent,
-            # which uvicorn does not count as idle.
+            self.logger.warning("Invalid HTTP request received.")
+            detail = f"the request is not valid HTTP/1.1: {str(error)[:200]}"
+            self._refuse(self._refusal or MalformedHTTP(detail))
+            return
+        if self._reading is _Reading.BODY and self._overhead > self.limits.max_header_bytes + 32 * self._chunks:
+            self.logger.warning("A chunked body's chunk lines and trailers passed their bound; connection dropped.")
+            self.transport.abort()
+            return
+        if (
+            self._reading is _Reading.IDLE
+            and self._head_timer is None
+            and self.timeout_keep_alive_task is None
+            and (self.cycle is None or self.cycle.response_complete)
+        ):
+            # Between two requests with no clock running: the rest of a body arrived after its answer was sent
+            # (uvicorn stops the keep-alive clock whenever bytes arrive).
             self._start_idle_clock()
 
-    def send_400_response(self, msg: str) -> None:
-        # uvicorn's answer to any h11.RemoteProtocolError; the connection recorded which one it was.
-        self._refuse(self.conn.refusal or MalformedHTTP("the request is not valid HTTP/1.1"))
+    def on_message_begin(self) -> None:
+        if self._ignoring or self._last or self._answer_pending():
+            self._read_no_more()  # pipelined: it begins in the bytes that ended the request before
+            return
+        super().on_message_begin()
+        self._header_count = 0
+        self._hosts = 0
+        self._framing = {}
+        if self._reading is not _Reading.HEAD:  # a head after a whole request in the same read, whose answer is out
+            self._reading = _Reading.HEAD
+            self._head_arrived = time.perf_counter()
+        if self._head_timer is None:
+            self._start_head_clock()
+
+    def on_url(self, url: bytes) -> None:
+        if not self._ignoring:
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # An exception here ends the parse: data_received answers self._refusal.
+        if self._ignoring or self._reading is _Reading.BODY:
+            return  # a trailer field (counted as the body phase's overhead) never joins the request's headers
+        self._header_count += 1
+        if self._header_count > self.limits.max_header_count:
+            self._refusal = HeadersTooLarge(f"more than {self.limits.max_header_count} request headers")
+            raise self._refusal
+        lowered = name.lower()
+        if lowered in (b"content-length", b"transfer-encoding"):
+            self._refusal = _framing_refusal(lowered, value, self._framing)
+            if self._refusal is not None:
+                raise self._refusal
+            self._framing[lowered] = value
+        elif lowered == b"host":
+            self._hosts += 1
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._ignoring:
+            return
+        self._refusal = self._head_refusal()
+        if self._refusal is not None:
+            raise self._refusal
+        if self._head_arrived is not None and self.scope is not None:
+            # Before the app's task is created: it reads when the request began (X-Context-Overhead-Ms).
+            self.scope.setdefault("extensions", {})[RECEIVED_EXTENSION] = {"at": self._head_arrived}
+            self._head_arrived = None
+        self._reading = _Reading.BODY
+        self._overhead = self._chunks = 0
+        # A head is in: the clock for the next head starts with its first byte.
+        self._stop_head_clock()
+        self._head_bytes = 0
+        self._tail = b""
+        super().on_headers_complete()
+        if self.parser.should_upgrade():
+            self._last = True  # a body-less upgrade offer, answered as plain HTTP/1.1: nothing after its head is read
+
+    def on_body(self, body: bytes) -> None:
+        if self._ignoring:
+            return
+        if self._counting:
+            self._overhead -= len(body)
+        super().on_body(body)
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+
+    def on_message_complete(self) -> None:
+        if self._ignoring:
+            return
+        super().on_message_complete()
+        self._reading = _Reading.IDLE
 
     def on_response_complete(self) -> None:
+        if self._last or self._ignoring:
+            self._close_after_answer()
+            return
         super().on_response_complete()
         # uvicorn has armed its keep-alive timer with its own setting, whole seconds; arm it with ours.
         if self.timeout_keep_alive_task is not None:
@@ -232,6 +339,44 @@ class GuardedH11Protocol(H11Protocol):
     def response_started(self) -> bool:
         """A response is under way on this connection (the server cannot answer in its place any more)."""
         return self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
+
+    def _answer_pending(self) -> bool:
+        """A whole request has been read and its answer is not all out yet."""
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _read_no_more(self) -> None:
+        """A request began before the answer to the one before it was out: neither it nor anything after it is
+        read (what arrives is dropped), and the connection closes once that answer is out."""
+        self._ignoring = True
+        self._stop_head_clock()
+        if self.cycle is not None and self.cycle.response_complete:
+            self._close_after_answer()
+
+    def _close_after_answer(self) -> None:
+        """Close as a refusal does: the answer goes, then end of stream, and what the client still sends is read
+        and dropped for `LINGER_SECONDS` (closing on unread bytes sends a reset, which can destroy the answer)."""
+        self._ignoring = True
+        self._unset_keepalive_if_required()
+        if self.transport.is_closing():
+            return
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self.flow.resume_reading()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def _head_refusal(self) -> ProxyError | None:
+        """What the parser leaves to the server in a complete head: `Host`, and requests it would read as a
+        protocol switch (whose body it skips)."""
+        if self.parser.get_http_version() == "1.1" and self._hosts != 1:
+            return MalformedHTTP("an HTTP/1.1 request carries exactly one Host header (RFC 9112, 3.2)")
+        if self.parser.should_upgrade():
+            if self.parser.get_method() == b"CONNECT":
+                return MalformedHTTP("CONNECT is not served: the proxy is not a tunnel")
+            if self._framing.get(b"content-length", b"0").strip() != b"0" or b"transfer-encoding" in self._framing:
+                return MalformedHTTP("a request offering a protocol upgrade may not carry a body")
+        return None
 
     def _start_head_clock(self) -> None:
         self._stop_head_clock()
@@ -263,23 +408,32 @@ class GuardedH11Protocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self._refused or self.conn.their_state is not h11.IDLE:
+        if self._refused or self._ignoring or self._reading is _Reading.BODY:
             return
-        if self._head_seen:
+        if self._reading is _Reading.HEAD:
             timeout = self.limits.header_read_timeout
             self._refuse(RequestTimeout(f"the request head did not arrive within {timeout:g} s"))
         else:
             self.transport.close()
 
-    def _bare_cr(self, data: bytes) -> bool:
-        """A CR not followed by LF before the end of the head (h11 would wait for a line end forever)."""
+    def _head_refused(self, data: bytes) -> bool:
+        """Refuses the head being read if `data` makes it too large or puts a bare CR in it (a CR not followed by
+        LF, on which a parser would wait for a line end until the timeout)."""
         window = self._tail + data
         end = _HEAD_END.search(window)
         self._tail = window[-2:]
-        return _BARE_CR.search(window, 0, len(window) if end is None else end.start()) is not None
+        head_part = len(data) if end is None else max(0, end.end() - (len(window) - len(data)))
+        self._head_bytes += head_part
+        if self._head_bytes > self.limits.max_header_bytes:
+            self._refuse(HeadersTooLarge(f"the request head is larger than {self.limits.max_header_bytes} bytes"))
+            return True
+        if _BARE_CR.search(window, 0, len(window) if end is None else end.start()) is not None:
+            self._refuse(MalformedHTTP("the request head has a bare CR; lines must end with CRLF"))
+            return True
+        return False
 
     def _refuse(self, error: ProxyError) -> None:
-        """Answer `error` in the OpenAI envelope and close the connection, whatever state h11 is in."""
+        """Answer `error` in the OpenAI envelope and close the connection, whatever state the parser is in."""
         if self._refused or self.transport.is_closing():
             return
         self._refused = True
@@ -294,45 +448,23 @@ class GuardedH11Protocol(H11Protocol):
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
 
-class _StrictConnection(h11.Connection):
-    """h11's server side, refusing the request heads h11 lets through; `refusal` says why the last one failed."""
+class _Reading(enum.Enum):
+    """Where a connection is in reading its client's next request."""
 
-    def __init__(self, limits: HttpLimits) -> None:
-        # h11 measures a head only while it is incomplete; complete ones are measured in _head_refusal.
-        super().__init__(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
-        self.limits = limits
-        self.refusal: ProxyError | None = None
-
-    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
-        try:
-            event = super().next_event()
-        except h11.RemoteProtocolError as error:
-            if self.refusal is None:
-                self.refusal = _protocol_refusal(error, self.limits)
-            raise
-        if isinstance(event, h11.Request):
-            self.refusal = _head_refusal(event, self.limits)
-            if self.refusal is not None:
-                raise h11.RemoteProtocolError(self.refusal.message, self.refusal.status)
-        return event
+    IDLE = "idle"  # between requests: no byte of the next head yet
+    HEAD = "head"
+    BODY = "body"  # the head is in; the body (if any) follows
 
 
-def _protocol_refusal(error: h11.RemoteProtocolError, limits: HttpLimits) -> ProxyError:
-    if error.error_status_hint == 431:
-        return HeadersTooLarge(f"the request head is larger than {limits.max_header_bytes} bytes")
-    return MalformedHTTP(f"the request is not valid HTTP/1.1: {str(error)[:200]}")
-
-
-def _head_refusal(event: h11.Request, limits: HttpLimits) -> ProxyError | None:
-    if len(event.headers) > limits.max_header_count:
-        return HeadersTooLarge(f"more than {limits.max_header_count} request headers")
-    size = len(event.method) + len(event.target) + len(b"  HTTP/1.1\r\n\r\n")
-    size += sum(len(name) + len(value) + len(b": \r\n") for name, value in event.headers.raw_items())
-    if size > limits.max_header_bytes:
-        return HeadersTooLarge(f"the request head is larger than {limits.max_header_bytes} bytes")
-    names = {name for name, _ in event.headers}
-    if b"content-length" in names and b"transfer-encoding" in names:
+def _framing_refusal(name: bytes, value: bytes, seen: dict[bytes, bytes]) -> ProxyError | None:
+    """Why a body's framing header is refused, given the framing headers the head named before it: the checks
+    the parser leaves to the server (a body framed two ways could hide a second request)."""
+    if seen.keys() - {name}:
         return MalformedHTTP("a request may not carry both Content-Length and Transfer-Encoding (RFC 9112, 6.1)")
+    if name in seen:
+        return MalformedHTTP(f"a request may carry one {name.decode()} header")
+    if name == b"transfer-encoding" and value.strip().lower() != b"chunked":
+        return MalformedHTTP("the only transfer coding accepted is chunked")
     return None
 
 

@@ -1,4 +1,4 @@
-"""The HTTP server: uvicorn, serving the app through `GuardedH11Protocol` (see `proxy.edge.http_protocol`), with a
+"""The HTTP server: uvicorn, serving the app through `GuardedHttpProtocol` (see `proxy.edge.http_protocol`), with a
 shutdown that ends within the grace period."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from contextlift.proxy.edge.admission import send_error
-from contextlift.proxy.edge.http_protocol import GuardedConfig, GuardedH11Protocol, HttpLimits
+from contextlift.proxy.edge.http_protocol import GuardedConfig, GuardedHttpProtocol, HttpLimits
 from contextlift.proxy.errors import ShuttingDown
 from contextlift.proxy.settings import Settings
 
@@ -143,7 +143,7 @@ class ProxyServer(uvicorn.Server):
     async def _cut(self) -> None:
         """End the requests and connections that outlived the grace."""
         tasks = set(self.server_state.tasks)
-        connections = [c for c in self.server_state.connections if isinstance(c, GuardedH11Protocol)]
+        connections = [c for c in self.server_state.connections if isinstance(c, GuardedHttpProtocol)]
         if not tasks and not connections:
             return
         log.warning("grace period over; cutting off what is left", requests=len(tasks), connections=len(connections))
@@ -158,5 +158,5 @@ class ProxyServer(uvicorn.Server):
         if tasks:
             await asyncio.wait(tasks, timeout=CUT_SECONDS)
         for leftover in list(self.server_state.connections):
-            if isinstance(leftover, GuardedH11Protocol):
+            if isinstance(leftover, GuardedHttpProtocol):
                 leftover.transport.abort()

@@ -122,15 +122,6 @@ def test_a_slow_head_after_a_kept_alive_request_gets_408_too(serve: Any) -> None
         refused(sock, 408, "request_timeout")
 
 
-def test_a_slow_head_pipelined_behind_a_whole_request_gets_408_too(serve: Any) -> None:
-    # The second head's first bytes come in the same write as the first request: its clock starts with them.
-    with connect(serve(keepalive_timeout=5)) as sock:
-        sock.sendall(get() + b"GET /healthz HTTP/1.1\r\n")
-        assert read_answer(sock).status == 200
-        assert dribble_until_answered(sock) < TIMEOUT + 1
-        refused(sock, 408, "request_timeout")
-
-
 def test_a_40_kib_header_value_dribbled_in_1_kib_writes_gets_431_before_it_ends(serve: Any) -> None:
     with connect(serve(header_read_timeout=5)) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy.test\r\nX-Big: ")

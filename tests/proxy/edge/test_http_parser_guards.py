@@ -1,0 +1,142 @@
+"""What llhttp (the server's parser) leaves to the server, each found by a hostile review of a first httptools
+build and probed here at the socket level: pipelined requests (parsed all at once by llhttp: a refusal landed
+inside an earlier answer, the queue grew without bound), protocol switches (llhttp skips the body of an upgrade
+or `CONNECT` request, which ran as a request of its own), chunked trailers (merged into the request's headers)
+and `Host`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from typing import Any
+
+import httpx
+
+from tests.fakes import FakeUpstream, chunk, completion
+from tests.proxy.edge.test_http_layer import closed_within, connect, get, read_answer, refused, serve
+from tests.serving import chat
+
+__all__ = ["serve"]  # the fixture, shared with the HTTP layer's other tests
+
+
+def chat_request(body: dict[str, Any], *headers: str) -> bytes:
+    raw = json.dumps(body).encode()
+    head = ["POST /v1/chat/completions HTTP/1.1", "Host: proxy.test", "Content-Type: application/json", *headers]
+    return "\r\n".join([*head, f"Content-Length: {len(raw)}", "", ""]).encode() + raw
+
+
+def read_all(sock: socket.socket, seconds: float = 5) -> bytes:
+    """Everything the server sends until it closes (or drops) the connection."""
+    sock.settimeout(seconds)
+    received = b""
+    try:
+        while chunk_ := sock.recv(65536):
+            received += chunk_
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def test_a_request_pipelined_behind_another_is_not_read_and_the_connection_closes_after_the_answer(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    fake.queue(httpx.Response(200, json=completion("first")))
+    with connect(serve()) as sock:
+        sock.sendall(chat_request(chat("first")) + chat_request(chat("second")))
+        assert read_answer(sock).status == 200
+        assert closed_within(sock, 2)
+    assert len(fake.requests) == 1  # the second never ran
+
+
+def test_a_malformed_request_pipelined_behind_a_stream_never_lands_inside_it(serve: Any, fake: FakeUpstream) -> None:
+    events = b"".join(f"data: {chunk(word)}\n\n".encode() for word in ["a", "b", "c"]) + b"data: [DONE]\n\n"
+    fake.queue(httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events))
+    with connect(serve()) as sock:
+        sock.sendall(chat_request({**chat("go"), "stream": True}) + b"\x16\x03\x01 not http\r\n\r\n" + get())
+        received = read_all(sock)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert b"data: [DONE]" in body
+    assert received.count(b"HTTP/1.1") == 1  # one answer: no refusal written after or inside it
+    assert b"malformed_http" not in received
+
+
+def test_a_flood_of_pipelined_requests_is_dropped_unread(serve: Any, fake: FakeUpstream) -> None:
+    fake.queue(httpx.Response(200, json=completion("first")))
+    flood = get("/v1/models") * 5_000  # 0.2 MB of requests behind the first, in the same write
+    with connect(serve()) as sock:
+        sock.sendall(chat_request(chat("first")) + flood)
+        assert read_answer(sock).status == 200
+        assert closed_within(sock, 3)
+    assert len(fake.requests) == 1
+
+
+def test_connect_is_refused_and_what_follows_it_never_runs(serve: Any, fake: FakeUpstream) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(b"CONNECT proxy.test:443 HTTP/1.1\r\nHost: proxy.test:443\r\n\r\n" + chat_request(chat("x")))
+        refused(sock, 400, "malformed_http")
+    time.sleep(0.2)
+    assert fake.requests == []
+
+
+def test_an_upgrade_offer_with_a_body_is_refused_and_the_body_never_runs_as_a_request(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    hidden = chat_request(chat("smuggled"))
+    head = ["GET /healthz HTTP/1.1", "Host: proxy.test", "Connection: Upgrade", "Upgrade: foo"]
+    with connect(serve()) as sock:
+        sock.sendall("\r\n".join([*head, f"Content-Length: {len(hidden)}", "", ""]).encode() + hidden)
+        refused(sock, 400, "malformed_http")
+    time.sleep(0.2)
+    assert fake.requests == []
+
+
+def test_a_bodyless_upgrade_offer_is_answered_as_http_1_1_and_nothing_after_it_is_read(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    # What curl --http2 sends to an http:// URL: the offer may be ignored (RFC 9110, 7.8).
+    offer = get("/healthz", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQAAP__")
+    with connect(serve()) as sock:
+        sock.sendall(offer + chat_request(chat("after the offer")))
+        assert read_answer(sock).status == 200
+        assert closed_within(sock, 2)
+    time.sleep(0.2)
+    assert fake.requests == []
+
+
+def chunked_chat(trailers: list[str]) -> bytes:
+    raw = json.dumps(chat("with trailers")).encode()
+    head = ["POST /v1/chat/completions HTTP/1.1", "Host: proxy.test", "Content-Type: application/json",
+            "Authorization: Bearer from-the-head", "Transfer-Encoding: chunked"]  # fmt: skip
+    body = b"%x\r\n" % len(raw) + raw + b"\r\n0\r\n" + "".join(f"{t}\r\n" for t in trailers).encode() + b"\r\n"
+    return "\r\n".join([*head, "", ""]).encode() + body
+
+
+def test_trailers_never_join_the_request_headers(serve: Any, fake: FakeUpstream) -> None:
+    fake.queue(httpx.Response(200, json=completion("ok")))
+    with connect(serve()) as sock:
+        sock.sendall(chunked_chat(["Authorization: Bearer from-a-trailer", "X-Trailer: 1"]))
+        assert read_answer(sock).status == 200
+    [sent] = fake.requests
+    assert sent.headers.get_list("authorization") == ["Bearer from-the-head"]
+    assert "x-trailer" not in sent.headers
+
+
+def test_trailers_past_the_bound_drop_the_connection(serve: Any, fake: FakeUpstream) -> None:
+    fake.queue(httpx.Response(200, json=completion("ok")))
+    with connect(serve(max_header_bytes=8192)) as sock:
+        with contextlib.suppress(OSError):  # dropped while still sending: the point
+            sock.sendall(chunked_chat([f"X-T{i}: {'a' * 1000}" for i in range(200)]))  # 200 KB of trailers
+        received = read_all(sock)
+    assert b"HTTP/1.1 200" not in received
+    assert fake.requests == []
+
+
+def test_an_http_1_1_request_needs_exactly_one_host(serve: Any, fake: FakeUpstream) -> None:
+    for request in [b"GET /v1/models HTTP/1.1\r\n\r\n", get("/v1/models", "Host: other.test")]:
+        with connect(serve()) as sock:
+            sock.sendall(request)
+            refused(sock, 400, "malformed_http")
+    assert fake.requests == []
