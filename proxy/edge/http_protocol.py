@@ -20,10 +20,16 @@ What llhttp does not do, and this protocol does, each found by a hostile review 
   declares a body, are refused; a body-less upgrade offer is answered as plain HTTP/1.1 (as RFC 9110 section 7.8
   allows) and the connection closes after the answer, nothing after the head read.
 - Trailers are dropped, and bounded: llhttp reports a chunked body's trailer fields as headers, which uvicorn
-  added to the request's own (a trailer `Authorization` replaced the head's). What a chunked body spends beyond
-  its data (chunk lines, trailers) is bounded by `max_header_bytes` plus a chunk line's worth per chunk; past it
-  the connection is dropped.
-- `Host`: an HTTP/1.1 request without exactly one is refused (RFC 9112 section 3.2).
+  added to the request's own (a trailer `Authorization` replaced the head's). More than `max_header_bytes` read
+  in the body phase with no body data among them (chunk lines, extensions, trailers) drops the connection; a
+  trailer's `Connection: close` closes it after the answer (the parser drops what follows unread).
+- The request line: llhttp reads one without a version as HTTP/0.9 and still parses its headers and body, and
+  uvicorn keeps only the path of an absolute-form target: anything but HTTP/1.1 and HTTP/1.0, and any target
+  that is not a path and query, is refused. `Host`: exactly one on HTTP/1.1, at most one on HTTP/1.0 (RFC 9112
+  section 3.2).
+- A head is measured from its first byte: one that begins in the read that ended the request before it is not
+  read (as pipelined), and blank lines before a head do not end it early. The rest of a body that its answer
+  did not wait for (a 404 before the body came) has `keepalive_timeout` in all, not per byte.
 
 And what the proxy always guarded: a whole request head within `header_read_timeout` (from the connection's
 opening, or from the first byte of a later head), else 408; a connection that never sends a byte closed silently,
@@ -163,9 +169,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._refused = False
         self._last = False  # nothing after the request being read is read: the connection closes after its answer
         self._ignoring = False  # a request began before the last answer was out: what follows is dropped
-        self._counting = False  # the current read is all body phase: its bytes other than data are counted
-        self._overhead = 0  # bytes of the body phase that were not body data (chunk lines, trailers)
-        self._chunks = 0
+        self._since_data = 0  # bytes of the body phase read since its last data: chunk lines, trailers
+        self._leftover_timer: asyncio.TimerHandle | None = None  # a body still owed after its answer went
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
 
@@ -186,6 +191,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
         self._stop_head_clock()
         self._stop_write_clock()
+        self._stop_leftover_clock()
 
     def pause_writing(self) -> None:
         # The transport's buffer is past its high-water mark: the client is not reading what it was sent.
@@ -218,9 +224,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 self._start_head_clock()
         if self._reading is _Reading.HEAD and self._head_refused(data):
             return
-        self._counting = self._reading is _Reading.BODY
-        if self._counting:
-            self._overhead += len(data)
+        if self._reading is _Reading.BODY:
+            self._since_data += len(data)
         # uvicorn's own data_received, but a parser error is answered with what the parser said.
         self._unset_keepalive_if_required()
         try:
@@ -235,7 +240,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             detail = f"the request is not valid HTTP/1.1: {str(error)[:200]}"
             self._refuse(self._refusal or MalformedHTTP(detail))
             return
-        if self._reading is _Reading.BODY and self._overhead > self.limits.max_header_bytes + 32 * self._chunks:
+        if self._reading is _Reading.BODY and self._since_data > self.limits.max_header_bytes:
             self.logger.warning("A chunked body's chunk lines and trailers passed their bound; connection dropped.")
             self.transport.abort()
             return
@@ -250,16 +255,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._start_idle_clock()
 
     def on_message_begin(self) -> None:
-        if self._ignoring or self._last or self._answer_pending():
-            self._read_no_more()  # pipelined: it begins in the bytes that ended the request before
+        if self._ignoring or self._last or self._reading is not _Reading.HEAD:
+            # It begins in the bytes that ended the request before it (pipelined, or sent on after an answer that
+            # did not wait for the body): its head was not measured from its first byte, and it is not read.
+            self._read_no_more()
             return
         super().on_message_begin()
         self._header_count = 0
         self._hosts = 0
         self._framing = {}
-        if self._reading is not _Reading.HEAD:  # a head after a whole request in the same read, whose answer is out
-            self._reading = _Reading.HEAD
-            self._head_arrived = time.perf_counter()
         if self._head_timer is None:
             self._start_head_clock()
 
@@ -296,7 +300,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.scope.setdefault("extensions", {})[RECEIVED_EXTENSION] = {"at": self._head_arrived}
             self._head_arrived = None
         self._reading = _Reading.BODY
-        self._overhead = self._chunks = 0
+        self._since_data = 0
         # A head is in: the clock for the next head starts with its first byte.
         self._stop_head_clock()
         self._head_bytes = 0
@@ -308,18 +312,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         if self._ignoring:
             return
-        if self._counting:
-            self._overhead -= len(body)
+        self._since_data = 0
         super().on_body(body)
-
-    def on_chunk_header(self) -> None:
-        self._chunks += 1
 
     def on_message_complete(self) -> None:
         if self._ignoring:
             return
+        self._stop_leftover_clock()
         super().on_message_complete()
         self._reading = _Reading.IDLE
+        if not self.parser.should_keep_alive():
+            # HTTP/1.0, or `Connection: close` (a trailer's too: the parser then drops what follows unread).
+            self._last = True
 
     def on_response_complete(self) -> None:
         if self._last or self._ignoring:
@@ -329,6 +333,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         # uvicorn has armed its keep-alive timer with its own setting, whole seconds; arm it with ours.
         if self.timeout_keep_alive_task is not None:
             self._start_idle_clock()
+        if self._reading is _Reading.BODY and not self.transport.is_closing():
+            # Answered before its body was all read (a 404, a 413): uvicorn's clocks stop at every byte, so the
+            # rest of it has `keepalive_timeout` in all, not per byte.
+            self._stop_leftover_clock()
+            self._leftover_timer = self.loop.call_later(self.limits.keepalive_timeout, self.transport.close)
 
     def shutdown(self) -> None:
         if self._refused:
@@ -369,8 +378,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _head_refusal(self) -> ProxyError | None:
         """What the parser leaves to the server in a complete head: `Host`, and requests it would read as a
         protocol switch (whose body it skips)."""
-        if self.parser.get_http_version() == "1.1" and self._hosts != 1:
-            return MalformedHTTP("an HTTP/1.1 request carries exactly one Host header (RFC 9112, 3.2)")
+        version = self.parser.get_http_version()
+        if version not in ("1.0", "1.1"):
+            # llhttp reads a request line without a version as HTTP/0.9 and still parses headers and a body.
+            return MalformedHTTP(f"HTTP/{version} is not served: the request line must end in HTTP/1.1 or HTTP/1.0")
+        if self._hosts > 1 or (version == "1.1" and self._hosts == 0):
+            return MalformedHTTP("a request carries one Host header, and HTTP/1.1 requires it (RFC 9112, 3.2)")
+        if not self.url.startswith(b"/") or b"#" in self.url:
+            # Absolute or asterisk form: uvicorn would keep only the path of it, hiding the rest from the checks.
+            return MalformedHTTP("the request target must be a path and a query (origin form, RFC 9112 3.2.1)")
         if self.parser.should_upgrade():
             if self.parser.get_method() == b"CONNECT":
                 return MalformedHTTP("CONNECT is not served: the proxy is not a tunnel")
@@ -393,6 +409,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+    def _stop_leftover_clock(self) -> None:
+        if self._leftover_timer is not None:
+            self._leftover_timer.cancel()
+            self._leftover_timer = None
 
     def _stop_write_clock(self) -> None:
         if self._write_timer is not None:
@@ -419,6 +440,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _head_refused(self, data: bytes) -> bool:
         """Refuses the head being read if `data` makes it too large or puts a bare CR in it (a CR not followed by
         LF, on which a parser would wait for a line end until the timeout)."""
+        if not self._head_bytes and not self._tail:
+            data = data.lstrip(b"\r\n")  # blank lines before a head, which the parser skips: not its end
         window = self._tail + data
         end = _HEAD_END.search(window)
         self._tail = window[-2:]

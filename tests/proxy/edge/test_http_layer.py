@@ -224,6 +224,12 @@ def test_cr_only_line_endings_are_answered_at_once(serve: Any) -> None:
         pytest.param(get("/v1/models", "Content-Length: -1"), id="negative-content-length"),
         pytest.param(get("/v1/models", "Transfer-Encoding: gzip"), id="transfer-encoding-not-chunked"),
         pytest.param(get("/v1/models", "Transfer-Encoding: chunked, chunked"), id="transfer-encoding-twice"),
+        pytest.param(b"GET /v1/models\r\nAuthorization: Bearer a\r\n\r\n", id="no-version"),
+        pytest.param(b"GET /v1/models HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", id="http-1.0-two-hosts"),
+        pytest.param(b"GET foo://bar/v1/models HTTP/1.1\r\nHost: a\r\n\r\n", id="absolute-form"),
+        pytest.param(b"GET http://u:p@x:1/v1/models?q HTTP/1.1\r\nHost: a\r\n\r\n", id="absolute-form-userinfo"),
+        pytest.param(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", id="asterisk-form"),
+        pytest.param(b"GET /v1/models#f HTTP/1.1\r\nHost: a\r\n\r\n", id="fragment"),
     ],
 )
 def test_protocol_errors_get_the_400_envelope_and_a_close(serve: Any, fake: FakeUpstream, request_bytes: bytes) -> None:

@@ -1,8 +1,9 @@
-"""What llhttp (the server's parser) leaves to the server, each found by a hostile review of a first httptools
-build and probed here at the socket level: pipelined requests (parsed all at once by llhttp: a refusal landed
-inside an earlier answer, the queue grew without bound), protocol switches (llhttp skips the body of an upgrade
-or `CONNECT` request, which ran as a request of its own), chunked trailers (merged into the request's headers)
-and `Host`."""
+"""What llhttp (the server's parser) leaves to the server, each found by a hostile review of an httptools build
+and probed here at the socket level: pipelined requests (parsed all at once by llhttp: a refusal landed inside
+an earlier answer, the queue grew without bound), protocol switches (llhttp skips the body of an upgrade or
+`CONNECT` request, which ran as a request of its own), chunked trailers (merged into the request's headers, and
+unbounded), request lines without a version (run as HTTP/0.9 with headers and a body), heads measured from the
+wrong byte, a body owed after its answer with no clock, and `Host`."""
 
 from __future__ import annotations
 
@@ -131,6 +132,59 @@ def test_trailers_past_the_bound_drop_the_connection(serve: Any, fake: FakeUpstr
             sock.sendall(chunked_chat([f"X-T{i}: {'a' * 1000}" for i in range(200)]))  # 200 KB of trailers
         received = read_all(sock)
     assert b"HTTP/1.1 200" not in received
+    assert fake.requests == []
+
+
+def test_a_versionless_chat_request_with_headers_and_body_never_runs(serve: Any, fake: FakeUpstream) -> None:
+    versionless = chat_request(chat("versionless")).replace(b" HTTP/1.1\r\n", b"\r\n", 1)
+    with connect(serve()) as sock:
+        sock.sendall(versionless)
+        refused(sock, 400, "malformed_http")
+    assert fake.requests == []
+
+
+def test_blank_lines_before_a_head_do_not_hide_its_size(serve: Any) -> None:
+    with connect(serve(max_header_bytes=8192)) as sock:
+        sock.sendall(b"\r\n\r\n" + get("/healthz", f"X-Big: {'a' * 50_000}"))
+        refused(sock, 431, "headers_too_large")
+
+
+def test_a_head_sent_on_after_an_answer_that_did_not_wait_for_the_body_is_not_read(serve: Any) -> None:
+    # The head starts in the read that ends the body before it: its size was never measured from its first byte.
+    with connect(serve(max_header_bytes=8192)) as sock:
+        sock.sendall(get("/healthz", "Content-Length: 10"))
+        assert read_answer(sock).status == 200  # answered before its body came
+        sock.sendall(b"0123456789" + get("/healthz", f"X-Big: {'a' * 50_000}"))
+        assert read_all(sock) == b""  # closed: the second request was never read
+
+
+def test_the_rest_of_a_body_an_answer_did_not_wait_for_has_the_keep_alive_time_in_all(serve: Any) -> None:
+    with connect(serve(keepalive_timeout=0.5)) as sock:
+        sock.sendall(get("/healthz", "Content-Length: 100"))
+        assert read_answer(sock).status == 200
+        started = time.monotonic()
+        for _ in range(8):  # a byte every 0.2 s: each would stop a per-byte clock
+            with contextlib.suppress(OSError):
+                sock.sendall(b"x")
+            time.sleep(0.2)
+        assert closed_within(sock, 2)
+        assert time.monotonic() - started < 3
+
+
+def test_a_trailer_that_says_close_closes_the_connection_after_the_answer(serve: Any, fake: FakeUpstream) -> None:
+    fake.queue(httpx.Response(200, json=completion("ok")))
+    with connect(serve(keepalive_timeout=5)) as sock:
+        sock.sendall(chunked_chat(["Connection: close"]))
+        assert read_answer(sock).status == 200
+        assert closed_within(sock, 2)  # rather than a later request swallowed unread until a 408
+
+
+def test_many_small_chunks_earn_no_room_for_a_large_trailer(serve: Any, fake: FakeUpstream) -> None:
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with connect(serve(max_header_bytes=8192)) as sock:
+        with contextlib.suppress(OSError):
+            sock.sendall(head + b"1\r\na\r\n" * 20_000 + b"0\r\nX-T: " + b"a" * 300_000)
+        assert read_all(sock) == b""  # dropped, no answer
     assert fake.requests == []
 
 
