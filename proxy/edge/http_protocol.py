@@ -10,7 +10,7 @@ parser, 29% of the proxy's samples under load) for its speed (docs/performance.m
 hypercorn or granian would replace the lifespan and shutdown machinery and still word their own answers to a
 malformed request.
 
-What llhttp does not do, and this protocol does, each found by a hostile review of a first httptools build:
+What llhttp does not do, and this protocol does, each found by a hostile review of an httptools build:
 - One request at a time. llhttp parses every request in a read at once; uvicorn queued the pipelined ones without
   bound and a refusal of a later one landed inside an earlier answer. Here a request that begins before the answer
   to the one before it is complete is not read at all (its bytes and all after them are dropped), and the
@@ -20,16 +20,19 @@ What llhttp does not do, and this protocol does, each found by a hostile review 
   declares a body, are refused; a body-less upgrade offer is answered as plain HTTP/1.1 (as RFC 9110 section 7.8
   allows) and the connection closes after the answer, nothing after the head read.
 - Trailers are dropped, and bounded: llhttp reports a chunked body's trailer fields as headers, which uvicorn
-  added to the request's own (a trailer `Authorization` replaced the head's). More than `max_header_bytes` read
-  in the body phase with no body data among them (chunk lines, extensions, trailers) drops the connection; a
-  trailer's `Connection: close` closes it after the answer (the parser drops what follows unread).
+  added to the request's own (a trailer `Authorization` replaced the head's). Trailer fields past
+  `max_header_bytes` in all, or that many bytes read in the body phase with no body data among them (chunk
+  lines, extensions), drop the connection; a trailer's `Connection: close` closes it after the answer (the parser
+  drops what follows unread).
 - The request line: llhttp reads one without a version as HTTP/0.9 and still parses its headers and body, and
   uvicorn keeps only the path of an absolute-form target: anything but HTTP/1.1 and HTTP/1.0, and any target
   that is not a path and query, is refused. `Host`: exactly one on HTTP/1.1, at most one on HTTP/1.0 (RFC 9112
   section 3.2).
-- A head is measured from its first byte: one that begins in the read that ended the request before it is not
-  read (as pipelined), and blank lines before a head do not end it early. The rest of a body that its answer
-  did not wait for (a 404 before the body came) has `keepalive_timeout` in all, not per byte.
+- A head is measured from its first byte, blank lines before it included (never taken for its end). The read
+  that ends a body whose answer is already out (a 404 before the body came) may hold the client's next request:
+  where the body has a `Content-Length`, the head is measured from the byte after it and served; after a chunked
+  body, whose end only the parser knows, the connection closes after the answer instead. The rest of a body that
+  its answer did not wait for has `keepalive_timeout` in all, not per byte.
 
 And what the proxy always guarded: a whole request head within `header_read_timeout` (from the connection's
 opening, or from the first byte of a later head), else 408; a connection that never sends a byte closed silently,
@@ -170,6 +173,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._last = False  # nothing after the request being read is read: the connection closes after its answer
         self._ignoring = False  # a request began before the last answer was out: what follows is dropped
         self._since_data = 0  # bytes of the body phase read since its last data: chunk lines, trailers
+        self._trailer_bytes = 0
+        self._trailers_too_large = False
+        self._head_started = False  # a byte other than the blank lines a head may follow has arrived
+        self._body_left: int | None = 0  # bytes of a Content-Length body still to come; None for a chunked one
+        self._next_head = False  # the read that ends a body answered early holds the next head: measured from its start
         self._leftover_timer: asyncio.TimerHandle | None = None  # a body still owed after its answer went
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
@@ -226,6 +234,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if self._reading is _Reading.BODY:
             self._since_data += len(data)
+            if self._body_left is not None and len(data) > self._body_left and self._answered():
+                # The body's last bytes and a head after them, the body's answer already out (a 404 before the
+                # body came): that head is the client's next request, measured from its first byte.
+                self._next_head = True
+                self._head_arrived = time.perf_counter()
+                self._start_head_clock()
+                if self._head_refused(data[self._body_left :]):
+                    return
         # uvicorn's own data_received, but a parser error is answered with what the parser said.
         self._unset_keepalive_if_required()
         try:
@@ -233,6 +249,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             self._last = True  # the parser stopped at the head: what follows it is never read
         except httptools.HttpParserError as error:
+            if self._trailers_too_large:
+                self.logger.warning("A chunked body's trailers passed their bound; the connection was dropped.")
+                self.transport.abort()
+                return
             if self._ignoring or (self._reading is _Reading.IDLE and self._answer_pending()):
                 self._read_no_more()  # the error is in bytes after a whole request: they are dropped unanswered
                 return
@@ -255,9 +275,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._start_idle_clock()
 
     def on_message_begin(self) -> None:
+        if self._next_head and not self._answer_pending():
+            self._next_head = False
+            self._reading = _Reading.HEAD
         if self._ignoring or self._last or self._reading is not _Reading.HEAD:
-            # It begins in the bytes that ended the request before it (pipelined, or sent on after an answer that
-            # did not wait for the body): its head was not measured from its first byte, and it is not read.
+            # It begins in the bytes that ended the request before it, before that request's answer was out:
+            # pipelined, or measured from no first byte. It is not read.
             self._read_no_more()
             return
         super().on_message_begin()
@@ -273,8 +296,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # An exception here ends the parse: data_received answers self._refusal.
-        if self._ignoring or self._reading is _Reading.BODY:
-            return  # a trailer field (counted as the body phase's overhead) never joins the request's headers
+        if self._ignoring:
+            return
+        if self._reading is _Reading.BODY:  # a trailer field: counted, never joined to the request's headers
+            self._trailer_bytes += len(name) + len(value) + 4
+            if self._trailer_bytes > self.limits.max_header_bytes:
+                self._trailers_too_large = True
+                raise HeadersTooLarge(f"the request's trailers are larger than {self.limits.max_header_bytes} bytes")
+            return
         self._header_count += 1
         if self._header_count > self.limits.max_header_count:
             self._refusal = HeadersTooLarge(f"more than {self.limits.max_header_count} request headers")
@@ -300,10 +329,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.scope.setdefault("extensions", {})[RECEIVED_EXTENSION] = {"at": self._head_arrived}
             self._head_arrived = None
         self._reading = _Reading.BODY
-        self._since_data = 0
+        self._since_data = self._trailer_bytes = 0
+        length = self._framing.get(b"content-length")
+        self._body_left = None if b"transfer-encoding" in self._framing else int(length or 0)
         # A head is in: the clock for the next head starts with its first byte.
         self._stop_head_clock()
         self._head_bytes = 0
+        self._head_started = False
         self._tail = b""
         super().on_headers_complete()
         if self.parser.should_upgrade():
@@ -313,6 +345,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._ignoring:
             return
         self._since_data = 0
+        if self._body_left is not None:
+            self._body_left -= len(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
@@ -334,8 +368,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.timeout_keep_alive_task is not None:
             self._start_idle_clock()
         if self._reading is _Reading.BODY and not self.transport.is_closing():
-            # Answered before its body was all read (a 404, a 413): uvicorn's clocks stop at every byte, so the
-            # rest of it has `keepalive_timeout` in all, not per byte.
+            # Answered before its body was all read (a 404, a 413).
+            if self._body_left is None:
+                # Chunked: where its end falls in a read is the parser's to know, so a head after it could not be
+                # measured from its first byte. The connection ends after the answer; the client's pool sees it.
+                self._close_after_answer()
+                return
+            # uvicorn's clocks stop at every byte: the rest of it has `keepalive_timeout` in all, not per byte.
             self._stop_leftover_clock()
             self._leftover_timer = self.loop.call_later(self.limits.keepalive_timeout, self.transport.close)
 
@@ -348,6 +387,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def response_started(self) -> bool:
         """A response is under way on this connection (the server cannot answer in its place any more)."""
         return self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
+
+    def _answered(self) -> bool:
+        """The request being read has had its whole answer."""
+        return self.cycle is not None and self.cycle.response_complete
 
     def _answer_pending(self) -> bool:
         """A whole request has been read and its answer is not all out yet."""
@@ -440,8 +483,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _head_refused(self, data: bytes) -> bool:
         """Refuses the head being read if `data` makes it too large or puts a bare CR in it (a CR not followed by
         LF, on which a parser would wait for a line end until the timeout)."""
-        if not self._head_bytes and not self._tail:
-            data = data.lstrip(b"\r\n")  # blank lines before a head, which the parser skips: not its end
+        if not self._head_started:
+            # Blank lines before a head, which the parser skips: they count toward its size, never as its end.
+            head = data.lstrip(b"\r\n")
+            self._head_bytes += len(data) - len(head)
+            self._head_started = bool(head)
+            data = head
         window = self._tail + data
         end = _HEAD_END.search(window)
         self._tail = window[-2:]

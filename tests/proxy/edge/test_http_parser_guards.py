@@ -3,7 +3,8 @@ and probed here at the socket level: pipelined requests (parsed all at once by l
 an earlier answer, the queue grew without bound), protocol switches (llhttp skips the body of an upgrade or
 `CONNECT` request, which ran as a request of its own), chunked trailers (merged into the request's headers, and
 unbounded), request lines without a version (run as HTTP/0.9 with headers and a body), heads measured from the
-wrong byte, a body owed after its answer with no clock, and `Host`."""
+wrong byte, the request after a body its answer did not wait for (dropped unanswered by a first guard), a body
+owed after its answer with no clock, and `Host`."""
 
 from __future__ import annotations
 
@@ -149,13 +150,52 @@ def test_blank_lines_before_a_head_do_not_hide_its_size(serve: Any) -> None:
         refused(sock, 431, "headers_too_large")
 
 
-def test_a_head_sent_on_after_an_answer_that_did_not_wait_for_the_body_is_not_read(serve: Any) -> None:
-    # The head starts in the read that ends the body before it: its size was never measured from its first byte.
+def test_the_request_after_a_body_its_answer_did_not_wait_for_is_served(serve: Any) -> None:
+    # The body's last bytes and the client's next request in one read, the body's answer already out.
     with connect(serve(max_header_bytes=8192)) as sock:
         sock.sendall(get("/healthz", "Content-Length: 10"))
         assert read_answer(sock).status == 200  # answered before its body came
+        sock.sendall(b"0123456789" + get())
+        assert read_answer(sock).status == 200
+        sock.sendall(get())  # and the connection lives on
+        assert read_answer(sock).status == 200
+
+
+def test_a_head_after_a_body_its_answer_did_not_wait_for_is_measured_from_its_first_byte(serve: Any) -> None:
+    with connect(serve(max_header_bytes=8192)) as sock:
+        sock.sendall(get("/healthz", "Content-Length: 10"))
+        assert read_answer(sock).status == 200
         sock.sendall(b"0123456789" + get("/healthz", f"X-Big: {'a' * 50_000}"))
-        assert read_all(sock) == b""  # closed: the second request was never read
+        refused(sock, 431, "headers_too_large")
+
+
+def test_a_chunked_body_answered_early_ends_the_connection_after_the_answer(serve: Any) -> None:
+    # Where a chunked body ends in a read is the parser's to know: no head after it could be measured.
+    with connect(serve(keepalive_timeout=5)) as sock:
+        sock.sendall(get("/healthz", "Transfer-Encoding: chunked") + b"5\r\nhello\r\n")
+        assert read_answer(sock).status == 200
+        assert closed_within(sock, 2)
+
+
+def test_blank_lines_before_a_head_count_toward_its_size(serve: Any) -> None:
+    with connect(serve(max_header_bytes=8192, header_read_timeout=5)) as sock:
+        for _ in range(10):
+            sock.sendall(b"\r\n" * 500)
+            time.sleep(0.01)
+        refused(sock, 431, "headers_too_large")
+
+
+def test_trailers_that_end_the_message_in_one_read_are_bounded_too(serve: Any, fake: FakeUpstream) -> None:
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+    head += b"Transfer-Encoding: chunked\r\n\r\n"
+    raw = json.dumps(chat("x")).encode()
+    with connect(serve(max_header_bytes=8192)) as sock:
+        sock.sendall(head + b"%x\r\n" % len(raw) + raw + b"\r\n")
+        time.sleep(0.2)
+        with contextlib.suppress(OSError):
+            sock.sendall(b"0\r\nX-T: " + b"a" * 9_000 + b"\r\n\r\n")  # one read, past the 8 KiB bound
+        assert read_all(sock) == b""  # dropped, no answer
+    assert fake.requests == []
 
 
 def test_the_rest_of_a_body_an_answer_did_not_wait_for_has_the_keep_alive_time_in_all(serve: Any) -> None:
