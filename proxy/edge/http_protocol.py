@@ -31,7 +31,8 @@ What llhttp does not do, and this protocol does, each found by a hostile review 
 - A head is measured from its first byte, blank lines before it included (never taken for its end). The read
   that ends a body whose answer is already out (a 404 before the body came) may hold the client's next request:
   where the body has a `Content-Length`, the head is measured from the byte after it and served; after a chunked
-  body, whose end only the parser knows, the connection closes after the answer instead. The rest of a body that
+  body, whose end only the parser knows, or one the client was to send after a 100 Continue (it may never come),
+  the connection closes after the answer instead. The rest of a body that
   its answer did not wait for has `keepalive_timeout` in all, not per byte.
 
 And what the proxy always guarded: a whole request head within `header_read_timeout` (from the connection's
@@ -369,9 +370,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._start_idle_clock()
         if self._reading is _Reading.BODY and not self.transport.is_closing():
             # Answered before its body was all read (a 404, a 413).
-            if self._body_left is None:
+            if self._body_left is None or self.expect_100_continue:
                 # Chunked: where its end falls in a read is the parser's to know, so a head after it could not be
-                # measured from its first byte. The connection ends after the answer; the client's pool sees it.
+                # measured from its first byte. Expect: 100-continue: the client may now never send the body
+                # (RFC 9110, 10.1.1), and its next request would be read as the body's bytes. Either way the
+                # connection ends after the answer; the client's pool sees it.
                 self._close_after_answer()
                 return
             # uvicorn's clocks stop at every byte: the rest of it has `keepalive_timeout` in all, not per byte.

@@ -177,6 +177,17 @@ def test_a_chunked_body_answered_early_ends_the_connection_after_the_answer(serv
         assert closed_within(sock, 2)
 
 
+def test_a_body_awaiting_100_continue_answered_early_ends_the_connection(serve: Any, fake: FakeUpstream) -> None:
+    # The client may drop the body after a final answer: its next request must not be cut at Content-Length.
+    with connect(serve(keepalive_timeout=5)) as sock:
+        sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: proxy.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        assert read_answer(sock).status == 405
+        with contextlib.suppress(OSError):
+            sock.sendall(b"XXXXX" + get("/v1/models"))
+        assert read_all(sock) == b""
+    assert fake.requests == []
+
+
 def test_blank_lines_before_a_head_count_toward_its_size(serve: Any) -> None:
     with connect(serve(max_header_bytes=8192, header_read_timeout=5)) as sock:
         for _ in range(10):
