@@ -269,7 +269,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._reading is _Reading.IDLE
             and self._head_timer is None
             and self.timeout_keep_alive_task is None
-            and (self.cycle is None or self.cycle.response_complete)
+            and not self._answer_pending()
         ):
             # Between two requests with no clock running: the rest of a body arrived after its answer was sent
             # (uvicorn stops the keep-alive clock whenever bytes arrive).
@@ -404,16 +404,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         read (what arrives is dropped), and the connection closes once that answer is out."""
         self._ignoring = True
         self._stop_head_clock()
-        if self.cycle is not None and self.cycle.response_complete:
+        if self._answered():
             self._close_after_answer()
 
     def _close_after_answer(self) -> None:
-        """Close as a refusal does: the answer goes, then end of stream, and what the client still sends is read
-        and dropped for `LINGER_SECONDS` (closing on unread bytes sends a reset, which can destroy the answer)."""
+        """Close as a refusal does, once the answer is out (see `_linger_then_close`)."""
         self._ignoring = True
         self._unset_keepalive_if_required()
-        if self.transport.is_closing():
-            return
+        if not self.transport.is_closing():
+            self._linger_then_close()
+
+    def _linger_then_close(self) -> None:
+        """End of stream after what was written, and what the client still sends read and dropped for
+        `LINGER_SECONDS` before the close: closing on unread bytes sends a reset, which can destroy the answer."""
         if not self.transport.can_write_eof():
             self.transport.close()
             return
@@ -513,12 +516,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._stop_head_clock()
         self._unset_keepalive_if_required()
         self.transport.write(_error_response(error, self.server_state.default_headers))
-        if not self.transport.can_write_eof():
-            self.transport.close()
-            return
-        self.transport.write_eof()
-        self.flow.resume_reading()
-        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        self._linger_then_close()
 
 
 class _Reading(enum.Enum):
