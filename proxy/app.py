@@ -24,7 +24,7 @@ from litestar.types import HTTPScope, LifeSpanReceive, LifeSpanScope, LifeSpanSe
 
 from contextlift.proxy.budget import MemoryBudget
 from contextlift.proxy.edge.admission import Admission, AdmissionMiddleware, send_error
-from contextlift.proxy.edge.paths import canonical_path, encoded_path
+from contextlift.proxy.edge.paths import canonical_and_encoded
 from contextlift.proxy.errors import (
     InvalidPath,
     InvalidRequest,
@@ -315,13 +315,11 @@ class ProxyApp(Litestar):
             try:
                 # Some servers and test clients leave the query on raw_path; the query is query_string's.
                 raw = (http.get("raw_path") or http["path"].encode()).split(b"?", 1)[0]
-                path = canonical_path(raw)
+                http["path"], http["raw_path"] = canonical_and_encoded(raw)
             except InvalidPath as error:
                 log.warning("request path refused", reason=error.message)
                 await send_error(cast(Send, send), error)
                 return
-            http["path"] = path
-            http["raw_path"] = encoded_path(path).encode()
             send = self.request_log.stamped(http, cast(Send, send))
         await super().__call__(scope, receive, send)
 

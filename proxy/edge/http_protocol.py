@@ -69,7 +69,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
-from contextlift.proxy.request_log import RECEIVED_EXTENSION
+from contextlift.proxy.request_log import GONE_EXTENSION, RECEIVED_EXTENSION
 from contextlift.proxy.settings import Settings
 
 __all__ = ["GuardedConfig", "GuardedHttpProtocol", "HttpLimits", "ThrottledWarnings"]
@@ -182,6 +182,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._leftover_timer: asyncio.TimerHandle | None = None  # a body still owed after its answer went
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
+        self._gone: asyncio.Future[None] | None = None  # the request's GONE_EXTENSION
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -198,6 +199,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
         self._stop_head_clock()
         self._stop_write_clock()
         self._stop_leftover_clock()
@@ -325,10 +328,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._refusal = self._head_refusal()
         if self._refusal is not None:
             raise self._refusal
-        if self._head_arrived is not None and self.scope is not None:
-            # Before the app's task is created: it reads when the request began (X-Context-Overhead-Ms).
-            self.scope.setdefault("extensions", {})[RECEIVED_EXTENSION] = {"at": self._head_arrived}
-            self._head_arrived = None
+        if self.scope is not None:
+            # Before the app's task is created: when the request began (X-Context-Overhead-Ms), and a future done
+            # when the connection is lost (a route waits on it with a callback rather than a task reading receive).
+            extensions = self.scope.setdefault("extensions", {})
+            if self._head_arrived is not None:
+                extensions[RECEIVED_EXTENSION] = {"at": self._head_arrived}
+                self._head_arrived = None
+            self._gone = extensions[GONE_EXTENSION] = self.loop.create_future()
         self._reading = _Reading.BODY
         self._since_data = self._trailer_bytes = 0
         length = self._framing.get(b"content-length")
@@ -339,6 +346,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_started = False
         self._tail = b""
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.transport = _HeadWithBody(self.transport, self.loop)
         if self.parser.should_upgrade():
             self._last = True  # a body-less upgrade offer, answered as plain HTTP/1.1: nothing after its head is read
 
@@ -361,6 +370,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._last = True
 
     def on_response_complete(self) -> None:
+        self._flush_head()
         if self._last or self._ignoring:
             self._close_after_answer()
             return
@@ -382,10 +392,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._leftover_timer = self.loop.call_later(self.limits.keepalive_timeout, self.transport.close)
 
     def shutdown(self) -> None:
+        self._flush_head()
         if self._refused:
             self.transport.close()
             return
         super().shutdown()
+
+    def _flush_head(self) -> None:
+        """A head held for its body goes out now: before anything else is written or the connection closes."""
+        if self.cycle is not None and isinstance(self.cycle.transport, _HeadWithBody):
+            self.cycle.transport.flush()
 
     def response_started(self) -> bool:
         """A response is under way on this connection (the server cannot answer in its place any more)."""
@@ -517,6 +533,50 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
         self.transport.write(_error_response(error, self.server_state.default_headers))
         self._linger_then_close()
+
+
+class _HeadWithBody:
+    """The connection's transport as a response's cycle writes to it: the head is held until the body's first
+    bytes, or the end of the loop turn it was written in, whichever comes first, and goes out in one write with
+    them. uvicorn writes the head and the body apart, two writes and two segments: the client woke for the head
+    and read again for the body. An answer written whole in one turn (every non-streamed answer) now leaves in one
+    write; a stream's head is held no longer than the turn."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._flush_at_turn_end: asyncio.Handle | None = None
+        self._head_written = False
+
+    def write(self, data: bytes) -> None:
+        if not self._head_written:
+            self._head_written = True
+            self._held = data
+            self._flush_at_turn_end = self._loop.call_soon(self.flush)
+            return
+        if self._held is not None:
+            data = self._held + data
+            self._held = None
+            assert self._flush_at_turn_end is not None
+            self._flush_at_turn_end.cancel()
+        self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        assert self._flush_at_turn_end is not None
+        self._flush_at_turn_end.cancel()
+        if not self._transport.is_closing():
+            self._transport.write(held)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _Reading(enum.Enum):

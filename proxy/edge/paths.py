@@ -8,6 +8,7 @@ upstream's is how traversal and route bypass happen, and no OpenAI-compatible en
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import quote
 
 from contextlift.proxy.errors import InvalidPath
@@ -49,6 +50,30 @@ def canonical_path(raw_path: bytes) -> str:
         if not segment and index != len(segments) - 1:
             raise InvalidPath("the request path holds an empty segment")
     return path
+
+
+_CACHED_PATH_BYTES = 256
+"""Longest raw path whose canonical form is kept: a route's path is a few dozen bytes, and the cache's memory stays
+under 256 entries of this."""
+
+
+def canonical_and_encoded(raw_path: bytes) -> tuple[str, bytes]:
+    """`canonical_path` and its `encoded_path` as bytes, kept for the last 256 short paths: the same few paths
+    come in every request, and the two cost ~6 us a request (a byte-by-byte scan, a regex, `quote`).
+
+    Raises:
+        InvalidPath: as `canonical_path` (a refused path is never kept).
+    """
+    if len(raw_path) <= _CACHED_PATH_BYTES:
+        return _kept(raw_path)
+    path = canonical_path(raw_path)
+    return path, encoded_path(path).encode()
+
+
+@lru_cache(maxsize=256)
+def _kept(raw_path: bytes) -> tuple[str, bytes]:
+    path = canonical_path(raw_path)
+    return path, encoded_path(path).encode()
 
 
 def encoded_path(path: str) -> str:

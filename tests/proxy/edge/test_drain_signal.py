@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from contextlift.proxy.errors import ShuttingDown
+from contextlift.proxy.request_log import GONE_EXTENSION
 from contextlift.proxy.routes.chat import ClientDisconnected, _unless_disconnected
 from contextlift.proxy.settings import Settings
 from contextlift.proxy.state import ProxyState
@@ -67,20 +68,30 @@ async def test_a_waiter_that_leaves_before_the_deadline_is_not_woken_later() -> 
 
 
 class _Request:
-    """What the route's watcher reads of a request: its ASGI receive, here a disconnect after `leaves_after` s."""
+    """What the route's watcher reads of a request: a disconnect after `leaves_after` s, told by the server's
+    future (`GONE_EXTENSION`, as the proxy's own server gives it) or, without one, by its ASGI receive."""
 
-    def __init__(self, leaves_after: float | None) -> None:
+    def __init__(self, leaves_after: float | None, told_by: str) -> None:
         self.leaves_after = leaves_after
+        self.scope: dict[str, Any] = {}
+        if told_by == "server's future":
+            gone = asyncio.get_running_loop().create_future()
+            self.scope["extensions"] = {GONE_EXTENSION: gone}
+            if leaves_after is not None:
+                asyncio.get_running_loop().call_later(leaves_after, gone.set_result, None)
 
     async def receive(self) -> dict[str, Any]:
-        if self.leaves_after is None:
+        if self.leaves_after is None or "extensions" in self.scope:
             await asyncio.Event().wait()
         await asyncio.sleep(cast(float, self.leaves_after))
         return {"type": "http.disconnect"}
 
 
-def exchange(proxy: ProxyState, leaves_after: float | None = None) -> Any:
-    return SimpleNamespace(state=proxy, request=_Request(leaves_after))
+def exchange(proxy: ProxyState, leaves_after: float | None = None, told_by: str = "receive") -> Any:
+    return SimpleNamespace(state=proxy, request=_Request(leaves_after, told_by))
+
+
+TOLD_BY = pytest.mark.parametrize("told_by", ["server's future", "receive"])
 
 
 async def endless(ended: list[str]) -> str:
@@ -101,22 +112,24 @@ async def test_work_still_waiting_at_the_deadline_is_cancelled_and_answered_503(
     assert not proxy._drain_waiters
 
 
-async def test_work_whose_client_left_is_cancelled() -> None:
+@TOLD_BY
+async def test_work_whose_client_left_is_cancelled(told_by: str) -> None:
     proxy, ended = state(), []
     with pytest.raises(ClientDisconnected):
-        await _unless_disconnected(exchange(proxy, leaves_after=0.02), endless(ended))
+        await _unless_disconnected(exchange(proxy, leaves_after=0.02, told_by=told_by), endless(ended))
     assert ended == ["work ended"]
     await asyncio.sleep(0.01)
 
 
-async def test_finished_work_leaves_nothing_that_cancels_the_task_later() -> None:
+@TOLD_BY
+async def test_finished_work_leaves_nothing_that_cancels_the_task_later(told_by: str) -> None:
     proxy = state()
 
     async def quick() -> str:
         await asyncio.sleep(0)
         return "answer"
 
-    assert await _unless_disconnected(exchange(proxy, leaves_after=0.01), quick()) == "answer"
+    assert await _unless_disconnected(exchange(proxy, leaves_after=0.01, told_by=told_by), quick()) == "answer"
     proxy.begin_shutdown(grace=0.5)
     await asyncio.sleep(0.05)  # the client has left and the deadline passed: neither reaches this task now
     assert not proxy._drain_waiters

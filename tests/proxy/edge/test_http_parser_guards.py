@@ -8,14 +8,18 @@ owed after its answer with no clock, and `Host`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import http.client
 import json
 import socket
+import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
+from contextlift.proxy.edge.http_protocol import _HeadWithBody
 from tests.fakes import FakeUpstream, chunk, completion
 from tests.proxy.edge.test_http_layer import closed_within, connect, get, read_answer, refused, serve
 from tests.serving import chat
@@ -245,3 +249,88 @@ def test_an_http_1_1_request_needs_exactly_one_host(serve: Any, fake: FakeUpstre
             sock.sendall(request)
             refused(sock, 400, "malformed_http")
     assert fake.requests == []
+
+
+def test_a_client_that_hangs_up_has_its_upstream_call_cancelled_by_the_server(serve: Any, fake: FakeUpstream) -> None:
+    """The server tells the route the connection is lost (a future in the scope, no task reading `receive`)."""
+    cancelled = threading.Event()
+
+    async def hang(_: httpx.Request) -> httpx.Response:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return httpx.Response(200, json=completion())
+
+    fake.queue(hang)
+    with connect(serve()) as sock:
+        sock.sendall(chat_request(chat("wait")))
+        deadline = time.monotonic() + 5
+        while not fake.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fake.requests
+    assert cancelled.wait(1)
+
+
+class _Written:
+    """A transport that records each write, for `_HeadWithBody`."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+async def test_a_head_goes_out_with_its_body_in_one_write_or_alone_at_the_end_of_the_turn() -> None:
+    loop = asyncio.get_running_loop()
+    whole, streamed, closed, aborted = _Written(), _Written(), _Written(), _Written()
+    one = _HeadWithBody(cast(asyncio.Transport, whole), loop)
+    one.write(b"HEAD ")
+    one.write(b"body")
+    one.write(b" more")
+    assert whole.writes == [b"HEAD body", b" more"]
+    stream = _HeadWithBody(cast(asyncio.Transport, streamed), loop)
+    stream.write(b"HEAD ")
+    assert streamed.writes == []
+    await asyncio.sleep(0)  # the turn ends: the head goes alone, once
+    assert streamed.writes == [b"HEAD "]
+    stream.write(b"chunk")
+    assert streamed.writes == [b"HEAD ", b"chunk"]
+    closing = _HeadWithBody(cast(asyncio.Transport, closed), loop)
+    closing.write(b"HEAD ")
+    closing.close()  # what was held goes before the close
+    assert closed.writes == [b"HEAD "]
+    assert closed.closing
+    dropped = _HeadWithBody(cast(asyncio.Transport, aborted), loop)
+    dropped.write(b"HEAD ")
+    dropped.abort()  # dropped with the connection, never written after it
+    await asyncio.sleep(0)
+    assert aborted.writes == []
+    assert dropped.get_write_buffer_size() == 0  # the rest is the transport's own
+
+
+def test_a_head_request_kept_alive_gets_its_head_before_the_next_answer(serve: Any, fake: FakeUpstream) -> None:
+    """uvicorn writes no body for HEAD: the held head goes when the answer completes (a 405 here, the route
+    answering GET only), and the connection serves the next request."""
+    with connect(serve()) as sock:
+        for _ in range(2):
+            sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: proxy.test\r\n\r\n")
+            response = http.client.HTTPResponse(sock, method="HEAD")
+            response.begin()
+            assert response.status == 405
+            assert response.read() == b""
