@@ -149,7 +149,7 @@ class RequestRecord:
 RECEIVED_EXTENSION = "contextlift.received"
 """A scope extension the server sets: `{"at": time.perf_counter()}` of the first byte of the request's head."""
 GONE_EXTENSION = "contextlift.gone"
-"""A scope extension the server sets: an `asyncio.Future` done when the request's connection is lost."""
+"""A scope extension the server sets: `{"future": asyncio.Future}`, done when the request's connection is lost."""
 
 
 class RequestLog:

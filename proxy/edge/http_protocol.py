@@ -60,7 +60,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import uvicorn
@@ -335,7 +335,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if self._head_arrived is not None:
                 extensions[RECEIVED_EXTENSION] = {"at": self._head_arrived}
                 self._head_arrived = None
-            self._gone = extensions[GONE_EXTENSION] = self.loop.create_future()
+            self._gone = self.loop.create_future()
+            extensions[GONE_EXTENSION] = {"future": self._gone}
         self._reading = _Reading.BODY
         self._since_data = self._trailer_bytes = 0
         length = self._framing.get(b"content-length")
@@ -347,7 +348,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._tail = b""
         super().on_headers_complete()
         if self.cycle is not None:
-            self.cycle.transport = _HeadWithBody(self.transport, self.loop)
+            self.cycle.transport = cast(asyncio.Transport, _HeadWithBody(self.transport, self.loop))
         if self.parser.should_upgrade():
             self._last = True  # a body-less upgrade offer, answered as plain HTTP/1.1: nothing after its head is read
 

@@ -5,10 +5,10 @@ of `/v1` relayed to the upstream as it is, and the proxy's own (`/metrics`, the 
 Routes sit above the edge and the upstream: they may import edge/, upstream/, shadow/, observability/ and the shared
 modules; nothing below imports a route."""
 
-from contextlift.proxy.routes.chat import chat_completions
+from contextlift.proxy.routes.chat import CHAT_ROUTE_NAME, chat_completions
 from contextlift.proxy.routes.relay import list_models, pass_through
 from contextlift.proxy.routes.service import detect, healthz, metrics, readyz, startupz
 
 ROUTES = [chat_completions, detect, list_models, pass_through, metrics, startupz, healthz, readyz]
 
-__all__ = ["ROUTES"]
+__all__ = ["CHAT_ROUTE_NAME", "ROUTES"]

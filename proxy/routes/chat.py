@@ -59,7 +59,11 @@ class ClientDisconnected(Exception):
     """The client went away before its response was ready."""
 
 
-@post("/v1/chat/completions", status_code=200)
+CHAT_ROUTE_NAME = "chat_completions"
+"""The route's name in the app: `ProxyApp` serves a POST to it directly, with the handler litestar registered."""
+
+
+@post("/v1/chat/completions", status_code=200, name=CHAT_ROUTE_NAME)
 async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
     """OpenAI chat completions, with the strategies named in `X-Context-Strategy` applied."""
     exchange = Exchange.enter(request)
@@ -304,7 +308,7 @@ async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:
 
     # The server's future for the connection's loss where it gives one (GONE_EXTENSION), else a task reading
     # `receive` until the disconnect: a task is created, run and cancelled per request, ~10 us of a pass-through's.
-    gone = (exchange.request.scope.get("extensions") or {}).get(GONE_EXTENSION)
+    gone = ((exchange.request.scope.get("extensions") or {}).get(GONE_EXTENSION) or {}).get("future")
     watcher = gone if isinstance(gone, asyncio.Future) else asyncio.ensure_future(_disconnected(exchange.request))
     watcher.add_done_callback(watched)
     with exchange.state.drain_signal() as drain:

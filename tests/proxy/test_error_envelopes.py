@@ -156,3 +156,42 @@ def test_unknown_route_is_404_envelope(client: Any) -> None:
 
 def test_wrong_method_is_405_envelope(client: Any) -> None:
     assert_envelope(client.get("/v1/chat/completions"), 405, "method_not_allowed")
+
+
+def test_options_on_the_chat_route_is_still_litestars(client: Any) -> None:
+    """A POST to the chat route skips litestar's router (`ProxyApp`); every other method is routed by it."""
+    response = client.options("/v1/chat/completions")
+    assert response.status_code == 204
+    assert response.headers["allow"] == "OPTIONS, POST"
+
+
+@pytest.mark.parametrize("where", ["handler", "middleware"])
+def test_an_unexpected_error_on_the_chat_route_is_a_500_envelope_with_the_records_headers(
+    client: Any, fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Raised inside the route's middleware (answered around the handler, through the middleware's send) or by
+    the middleware itself (answered around it), before anything was sent."""
+    from contextlift.proxy.edge import admission
+    from contextlift.proxy.routes import chat as chat_route
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    if where == "handler":
+        monkeypatch.setattr(chat_route, "check_chat_body", broken)
+    else:
+        monkeypatch.setattr(admission.AdmissionMiddleware, "__call__", broken)
+    response = client.post("/v1/chat/completions", json=chat("hi"))
+    assert_envelope(response, 500, "internal_error")
+    assert response.headers["x-contextlift-request-id"]
+    assert response.headers["x-context-strategy"] == "none"
+    assert fake.requests == []
+
+
+def test_a_proxy_error_from_the_chat_route_keeps_its_status_and_headers(client: Any, fake: FakeUpstream) -> None:
+    response = client.post(
+        "/v1/chat/completions", json=chat("hi"), headers={"x-context-strategy": "reorder; ranker=nonsense"}
+    )
+    assert_envelope(response, 400, "invalid_strategy", "X-Context-Strategy")
+    assert response.headers["x-context-format"] == "none: invalid-strategy"
+    assert fake.requests == []

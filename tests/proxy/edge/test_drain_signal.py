@@ -76,7 +76,7 @@ class _Request:
         self.scope: dict[str, Any] = {}
         if told_by == "server's future":
             gone = asyncio.get_running_loop().create_future()
-            self.scope["extensions"] = {GONE_EXTENSION: gone}
+            self.scope["extensions"] = {GONE_EXTENSION: {"future": gone}}
             if leaves_after is not None:
                 asyncio.get_running_loop().call_later(leaves_after, gone.set_result, None)
 
