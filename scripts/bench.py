@@ -22,6 +22,11 @@ third process. Printed as one table (and `--json`):
   a time on the one core, each timed from spawn to /startupz and its resident memory read a second later; and
   what each spent importing until /startupz answered (`python -X importtime`), by package, median of the rounds.
 
+- with `--cpu ROUNDS`, only the proxy process's CPU per pass-through request (small body, one in flight): the
+  default proxy and each variant on the one core, each request to the next of them in turn, ROUNDS requests
+  each, three times. Interleaved so, every request finds the caches cold from the others' (as a peer on the core
+  leaves them); a build's latency at this scale is within the machine's drift, its CPU per request is not.
+
 The load for throughput comes from wrk (Debian's `wrk` package) when it is on the PATH: a load generator in
 Python on the same core as the fake upstream saturates before the proxy does (httpx managed 206 req/s at 64 in
 flight straight to the fake). Without wrk the figures are labelled as the Python generator's.
@@ -29,12 +34,14 @@ flight straight to the fake). Without wrk the figures are labelled as the Python
     .venv/bin/python scripts/bench.py                 # about 3 minutes on 2 cores
     .venv/bin/python scripts/bench.py --quick         # seconds: a smoke run (the test suite runs it)
     .venv/bin/python scripts/bench.py --startup 5 --variant light:CONTEXTLIFT_EMBEDDER=off
+    .venv/bin/python scripts/bench.py --cpu 3000 --variant before:PYTHONPATH=/path/with/another/contextlift
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -142,6 +149,16 @@ def _wait(url: str, timeout: float = 180.0) -> float:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time of every thread of `pid` so far, in nanoseconds (the scheduler's own count; /proc's stat counts
+    10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
 
 
 def _rss_mib(pid: int) -> float:
@@ -410,6 +427,10 @@ def main() -> int:
         "--startup", type=int, metavar="ROUNDS",
         help="measure only spawn to /startupz and idle RSS, ROUNDS spawns of the default proxy and each variant",
     )  # fmt: skip
+    parser.add_argument(
+        "--cpu", type=int, metavar="ROUNDS",
+        help="measure only the proxy's CPU per pass-through request, the default proxy and each variant interleaved",
+    )  # fmt: skip
     parser.add_argument("--fake-upstream", nargs=3, metavar=("PORT", "DELAY", "GAP"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--install-sizes", action="store_true",
@@ -452,6 +473,18 @@ def main() -> int:
         print("\n".join([*startup_lines(startup), "", *import_lines(startup)]))
         if args.json:
             args.json.write_text(json.dumps({"startup": startup}, indent=1) + "\n")
+        return 0
+    if args.cpu:
+        os.sched_setaffinity(0, rest)
+        try:
+            _wait(f"http://127.0.0.1:{fake_port}/v1/models")
+            cpu = cpu_rounds(serve, args.cpu, args.variant)
+        finally:
+            fake.terminate()
+            fake.wait(timeout=30)
+        print("\n".join(cpu_lines(cpu)))
+        if args.json:
+            args.json.write_text(json.dumps({"cpu_per_request": cpu}, indent=1) + "\n")
         return 0
     proxy = serve(proxy_port, {})
     os.sched_setaffinity(0, rest)
@@ -559,6 +592,47 @@ def startup_rounds(
                 stderr.seek(0)
                 figures[name]["imports"].append(import_times(stderr.read().decode(errors="replace")))
     return figures
+
+
+def cpu_rounds(
+    serve: Callable[..., subprocess.Popen[bytes]], rounds: int, variants: list[str]
+) -> dict[str, list[float]]:
+    """The default proxy's and each variant's CPU microseconds per small pass-through request, three times
+    `rounds` requests each, every request to the next proxy in turn."""
+    kinds = {"default": {}} | {
+        name: dict(pair.split("=", 1) for pair in settings.split(",") if pair)
+        for name, _, settings in (spec.partition(":") for spec in variants)
+    }
+    running: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    try:
+        for name, extra in kinds.items():
+            port = free_port()
+            running[name] = (serve(port, extra), f"http://127.0.0.1:{port}/v1/chat/completions")
+            _wait(f"http://127.0.0.1:{port}/startupz")
+        figures: dict[str, list[float]] = {name: [] for name in kinds}
+        with httpx.Client(timeout=30) as client:
+            for _ in range(100):  # warm connections and first-use paths
+                for _, url in running.values():
+                    client.post(url, json=SMALL).raise_for_status()
+            for _ in range(3):
+                before = {name: _cpu_ns(process.pid) for name, (process, _) in running.items()}
+                for _ in range(rounds):
+                    for _, url in running.values():
+                        client.post(url, json=SMALL).raise_for_status()
+                for name, (process, _) in running.items():
+                    figures[name].append((_cpu_ns(process.pid) - before[name]) / rounds / 1000)
+        return figures
+    finally:
+        for process, _ in running.values():
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def cpu_lines(figures: dict[str, list[float]]) -> list[str]:
+    lines = ["| proxy | CPU per pass-through request, us (three runs) |", "|---|---|"]
+    for name, runs in figures.items():
+        lines.append(f"| {name} | {' / '.join(f'{run:.0f}' for run in runs)} |")
+    return lines
 
 
 def peers(specs: list[str]) -> dict[str, str]:

@@ -24,3 +24,18 @@ def test_the_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert set(figures["strategies_at_200ms"]) >= {"none", "reorder", "recite", "medoid; k=3"}
     assert "| added latency, small body, p50 / p99 ms |" in done.stdout
     assert set(figures["reorder_cpu"]["rankers"]) == {"minilm", "client", "lexical", "fusion"}
+
+
+def test_the_cpu_measure_reports_each_proxy_three_times(tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--cpu", "20",
+         "--variant", "light:CONTEXTLIFT_EMBEDDER=off", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())["cpu_per_request"]
+    assert set(figures) == {"default", "light"}
+    assert all(len(runs) == 3 for runs in figures.values())
+    assert all(run > 0 for runs in figures.values() for run in runs)
+    assert "| light |" in done.stdout
