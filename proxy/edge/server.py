@@ -51,6 +51,9 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
         log_config=None,  # contextlift.proxy.observability.logs routes uvicorn's loggers through structlog
         log_level=settings.log_level,
         access_log=False,  # the proxy logs one line per request itself
+        # uvicorn's X-Forwarded-For/-Proto rewrite of the client address and scheme: the proxy reads neither, and
+        # the middleware scanned every request's headers (a trusted peer is loopback by default).
+        proxy_headers=False,
     )
     return ProxyServer(config, cutoff, grace=settings.shutdown_grace, on_drain=on_drain)
 
