@@ -6,7 +6,7 @@ consecutive marks over the requests after a warm-up.
     .venv/bin/python scripts/request_stages.py            # 2,000 requests, about a minute
     .venv/bin/python scripts/request_stages.py --requests 300
 
-The marks wrap internals by name (the server protocol, the app, litestar's layers, the upstream client), so this
+The marks wrap internals by name (the server protocol, the app, its middleware, the upstream client), so this
 is a diagnostic of the code as it stands, not a benchmark: the figures are what led to the cuts in
 docs/performance.md, and `scripts/bench.py` is what measures them against another build or gateway. Two
 stages include waits that are not the proxy's work: the request body's arrival (a client may write it apart from
@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 from contextlift.proxy.local_model import free_port  # noqa: E402
 
 WARM_UP = 200
+_MARKS = 15
+"""Marks a request passes (00 to 14): a request missing one (an error, another route) is not counted."""
 _now = time.perf_counter
 _marks: dict[str, float] = {}
 _requests: list[dict[str, float]] = []
@@ -56,7 +58,7 @@ os.kill(os.getppid(), signal.SIGINT)
 
 def _wrap(owner: Any, name: str, before: str | None, after: str | None = None) -> None:
     """`owner.name` setting mark `before` as it is first called in a request and `after` as it first returns
-    (awaited, for a coroutine): litestar's exception layer, for one, wraps the route twice."""
+    (awaited, for a coroutine): a layer entered more than once in a request keeps its first mark."""
     original: Callable[..., Any] = getattr(owner, name)
     code = getattr(original, "__code__", None)
     if code is not None and code.co_flags & 0x80:  # a coroutine function
@@ -84,8 +86,6 @@ def _wrap(owner: Any, name: str, before: str | None, after: str | None = None) -
 
 
 def _instrument() -> None:
-    from litestar.middleware._internal.exceptions import middleware as litestar_exceptions
-    from litestar.routes import http as litestar_http
     from uvicorn.protocols.http import httptools_impl
 
     from contextlift.proxy import app as proxy_app
@@ -103,24 +103,23 @@ def _instrument() -> None:
 
     http_protocol.GuardedHttpProtocol.data_received = first_byte  # type: ignore[method-assign]
     _wrap(proxy_app.ProxyApp, "__call__", "01 app called (head parsed)")
-    _wrap(litestar_exceptions.ExceptionHandlerMiddleware, "__call__", "02 litestar entered")
-    _wrap(admission.AdmissionMiddleware, "__call__", "03 admission entered")
-    _wrap(litestar_http.HTTPRoute, "handle", "04 body read, litestar's route")
-    _wrap(exchange.Exchange, "enter", "05 route entered")
-    _wrap(chat.Exchange, "upstream", "06 body parsed, checked, pipeline chosen", "07 the request's upstream made")
-    _wrap(request.RequestUpstream, "_chat_request", "08 upstream call started", "09 upstream request built")
-    _wrap(client.UpstreamClient, "send", "10 sent to the upstream client", "11 answer head in (upstream wait)")
-    _wrap(client.UpstreamClient, "read", None, "12 answer body read (upstream wait)")
-    _wrap(request.RequestUpstream, "_complete", None, "13 answer parsed")
+    _wrap(admission.AdmissionMiddleware, "__call__", "02 admission entered")
+    _wrap(proxy_app.ProxyApp, "_chat", "03 body read, the route's handler")
+    _wrap(exchange.Exchange, "enter", "04 route entered")
+    _wrap(chat.Exchange, "upstream", "05 body parsed, checked, pipeline chosen", "06 the request's upstream made")
+    _wrap(request.RequestUpstream, "_chat_request", "07 upstream call started", "08 upstream request built")
+    _wrap(client.UpstreamClient, "send", "09 sent to the upstream client", "10 answer head in (upstream wait)")
+    _wrap(client.UpstreamClient, "read", None, "11 answer body read (upstream wait)")
+    _wrap(request.RequestUpstream, "_complete", None, "12 answer parsed")
     sent = httptools_impl.RequestResponseCycle.send
 
     async def answer(self: Any, message: Any) -> None:
         if message["type"] == "http.response.start":
-            _marks["14 response head sent"] = _now()
+            _marks["13 response head sent"] = _now()
         await sent(self, message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
-            _marks["15 last byte written"] = _now()
-            if len(_marks) == 16:
+            _marks["14 last byte written"] = _now()
+            if len(_marks) == _MARKS:
                 _requests.append(dict(_marks))
 
     httptools_impl.RequestResponseCycle.send = answer  # type: ignore[method-assign]
