@@ -83,6 +83,8 @@ WARNING_INTERVAL = 60.0
 counted (at debug level, each still logged)."""
 
 _HEAD_END = re.compile(rb"\n\r?\n")
+_INTERIM = b"HTTP/1.1 1"
+"""An interim answer's status line: uvicorn writes `100 Continue` through the cycle's transport."""
 _BARE_CR = re.compile(rb"\r[^\n]")
 
 
@@ -365,6 +367,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         self._stop_leftover_clock()
         super().on_message_complete()
+        # uvicorn stops reading once 64 KiB of body is buffered, until the app next calls `receive`; the route
+        # waits on the lost-connection future instead, so a client hanging up after a large body went unseen
+        # until the answer (its upstream call ran on for up to upstream_timeout). What arrives now is the
+        # connection's end, or a request too early, dropped unread.
+        self.flow.resume_reading()
         self._reading = _Reading.IDLE
         if not self.parser.should_keep_alive():
             # HTTP/1.0, or `Connection: close` (a trailer's too: the parser then drops what follows unread).
@@ -434,6 +441,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _linger_then_close(self) -> None:
         """End of stream after what was written, and what the client still sends read and dropped for
         `LINGER_SECONDS` before the close: closing on unread bytes sends a reset, which can destroy the answer."""
+        if self.cycle is not None and isinstance(self.cycle.transport, _HeadWithBody):
+            self.cycle.transport.seal()  # a write after the end of stream raises: the answer's cycle writes no more
         if not self.transport.can_write_eof():
             self.transport.close()
             return
@@ -549,8 +558,14 @@ class _HeadWithBody:
         self._held: bytes | None = None
         self._flush_at_turn_end: asyncio.Handle | None = None
         self._head_written = False
+        self._sealed = False
 
     def write(self, data: bytes) -> None:
+        if self._sealed:
+            return
+        if data.startswith(_INTERIM):
+            self._transport.write(data)  # `100 Continue`: the client waits for it before sending the body
+            return
         if not self._head_written:
             self._head_written = True
             self._held = data
@@ -566,6 +581,11 @@ class _HeadWithBody:
     def close(self) -> None:
         self.flush()
         self._transport.close()
+
+    def seal(self) -> None:
+        """What is held goes now, and nothing written after it does: the connection is ending."""
+        self.flush()
+        self._sealed = True
 
     def flush(self) -> None:
         held, self._held = self._held, None

@@ -18,8 +18,10 @@ import time
 from typing import Any, cast
 
 import httpx
+import pytest
+from uvicorn.server import ServerState
 
-from contextlift.proxy.edge.http_protocol import _HeadWithBody
+from contextlift.proxy.edge.http_protocol import GuardedConfig, GuardedHttpProtocol, HttpLimits, _HeadWithBody
 from tests.fakes import FakeUpstream, chunk, completion
 from tests.proxy.edge.test_http_layer import closed_within, connect, get, read_answer, refused, serve
 from tests.serving import chat
@@ -316,6 +318,14 @@ async def test_a_head_goes_out_with_its_body_in_one_write_or_alone_at_the_end_of
     closing.close()  # what was held goes before the close
     assert closed.writes == [b"HEAD "]
     assert closed.closing
+    continued = _Written()
+    interim = _HeadWithBody(cast(asyncio.Transport, continued), loop)
+    interim.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # goes at once, and is not the head held
+    interim.write(b"HEAD ")
+    interim.write(b"body")
+    interim.seal()  # the connection ends: what comes after is dropped
+    interim.write(b"late")
+    assert continued.writes == [b"HTTP/1.1 100 Continue\r\n\r\n", b"HEAD body"]
     dropped = _HeadWithBody(cast(asyncio.Transport, aborted), loop)
     dropped.write(b"HEAD ")
     dropped.abort()  # dropped with the connection, never written after it
@@ -334,3 +344,77 @@ def test_a_head_request_kept_alive_gets_its_head_before_the_next_answer(serve: A
             response.begin()
             assert response.status == 405
             assert response.read() == b""
+
+
+def test_a_malformed_body_awaiting_100_continue_is_refused_without_a_write_after_the_end(
+    serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The app's `receive` writes `100 Continue` after the refusal ended the stream: dropped, not an error logged
+    for a write after the end of stream (a review's probe)."""
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n"
+    )
+    with connect(serve()) as sock:
+        sock.sendall(head)
+        received = read_all(sock, 3)
+    assert received.startswith(b"HTTP/1.1 400")
+    time.sleep(0.2)
+    assert not [r for r in caplog.records if "after write_eof" in r.getMessage() or r.exc_info]
+
+
+class _Paused(asyncio.Transport):
+    """A transport that records whether the protocol has reading paused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name in ("peername", "sockname") else default
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+async def test_reading_goes_on_once_a_body_over_64_kib_is_whole() -> None:
+    """uvicorn stops reading with over 64 KiB of body buffered, until the app next calls `receive`; the route
+    waits on the lost-connection future instead, so a hang-up after a large body went unseen until the answer (a
+    review's probe: the upstream call ran to upstream_timeout). The last 100 KB come in one read while the app
+    waits: reading is on once the body is whole."""
+    whole = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        whole.set()
+        await asyncio.Event().wait()
+
+    config = GuardedConfig(app, HttpLimits(), lifespan="off", log_config=None)
+    config.load()
+    protocol = GuardedHttpProtocol(config, ServerState(), {})
+    transport = _Paused()
+    protocol.connection_made(transport)
+    body = b"x" * 100_000
+    protocol.data_received(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+    protocol.data_received(body[:10])
+    await asyncio.sleep(0.01)  # the app waits for the rest
+    protocol.data_received(body[10:])
+    await asyncio.wait_for(whole.wait(), 1)
+    assert not transport.paused
+    protocol.connection_lost(None)
