@@ -462,30 +462,28 @@ def main() -> int:
         os.sched_setaffinity(process.pid, proxy_core)
         return process
 
+    def measured_alone(measure: Callable[[], Any], lines: Callable[[Any], list[str]], key: str) -> int:
+        """A mode that measures only `measure` (spawning its own proxies), the fake upstream its only company."""
+        os.sched_setaffinity(0, rest)
+        try:
+            _wait(f"http://127.0.0.1:{fake_port}/v1/models")
+            figures = measure()
+        finally:
+            fake.terminate()
+            fake.wait(timeout=30)
+        print("\n".join(lines(figures)))
+        if args.json:
+            args.json.write_text(json.dumps({key: figures}, indent=1) + "\n")
+        return 0
+
     if args.startup:
-        os.sched_setaffinity(0, rest)
-        try:
-            _wait(f"http://127.0.0.1:{fake_port}/v1/models")
-            startup = startup_rounds(serve, args.startup, args.variant)
-        finally:
-            fake.terminate()
-            fake.wait(timeout=30)
-        print("\n".join([*startup_lines(startup), "", *import_lines(startup)]))
-        if args.json:
-            args.json.write_text(json.dumps({"startup": startup}, indent=1) + "\n")
-        return 0
+        return measured_alone(
+            lambda: startup_rounds(serve, args.startup, args.variant),
+            lambda startup: [*startup_lines(startup), "", *import_lines(startup)],
+            "startup",
+        )
     if args.cpu:
-        os.sched_setaffinity(0, rest)
-        try:
-            _wait(f"http://127.0.0.1:{fake_port}/v1/models")
-            cpu = cpu_rounds(serve, args.cpu, args.variant)
-        finally:
-            fake.terminate()
-            fake.wait(timeout=30)
-        print("\n".join(cpu_lines(cpu)))
-        if args.json:
-            args.json.write_text(json.dumps({"cpu_per_request": cpu}, indent=1) + "\n")
-        return 0
+        return measured_alone(lambda: cpu_rounds(serve, args.cpu, args.variant), cpu_lines, "cpu_per_request")
     proxy = serve(proxy_port, {})
     os.sched_setaffinity(0, rest)
     direct, through = f"http://127.0.0.1:{fake_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"

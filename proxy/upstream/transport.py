@@ -91,20 +91,12 @@ def _mapped(error: BaseException) -> type[httpx.TransportError] | None:
 
 @contextlib.contextmanager
 def _aiohttp_errors_as_httpx() -> Iterator[None]:
+    # The request is aiohttp's own call (`_AiohttpUpstream._request`), and the body is read by `_AiohttpBody`:
+    # nothing of httpx-aiohttp's error table reaches here any more, only aiohttp's errors, mapped by ours.
     try:
         yield
-    except httpx.HTTPError as error:
-        # httpx-aiohttp already mapped it, by its table: map the aiohttp error underneath again, by ours.
-        cause = error.__cause__
-        target = _mapped(cause) if cause is not None else None
-        if target is None or isinstance(error, target):
-            raise
-        raise target(str(cause) or type(cause).__name__) from cause
     except (aiohttp.ClientError, TimeoutError) as error:
-        target = _mapped(error)
-        if target is None:
-            raise
-        raise target(str(error) or type(error).__name__) from error
+        raise _as_httpx(error) from error
 
 
 class _AiohttpBody(httpx.AsyncByteStream):
