@@ -17,6 +17,7 @@ import httpx
 
 from contextlift.proxy.budget import Lease
 from contextlift.proxy.errors import UpstreamBodyTooLarge, UpstreamProtocolError, UpstreamTimeout
+from contextlift.proxy.upstream.transport import RawAnswer
 
 ACCEPT_ENCODING = "gzip, deflate"
 _STEP = 64 * 1024
@@ -32,6 +33,58 @@ class Progress:
 
     def mark(self) -> None:
         self.at = time.monotonic()
+
+
+class _Bounds:
+    """One body's bounds as it is read: its decoded size, the silence allowed before each piece, its deadline."""
+
+    def __init__(
+        self, encoding: str, max_bytes: int, stall_seconds: float, deadline: float, progress: Progress | None
+    ) -> None:
+        self._inflate = _inflater(encoding)
+        self._max_bytes = max_bytes
+        self._stall_seconds = stall_seconds
+        self._deadline = deadline
+        self._by_piece = progress is None
+        self._clock = Progress() if progress is None else progress
+        self._total = 0
+
+    def wait(self) -> float:
+        """The longest wait for the next raw piece.
+
+        Raises:
+            UpstreamTimeout: none is left.
+        """
+        now = time.monotonic()
+        wait = min(self._clock.at + self._stall_seconds - now, self._deadline - now)
+        if wait <= 0:
+            raise self.timed_out()
+        return wait
+
+    def timed_out(self) -> UpstreamTimeout:
+        if time.monotonic() >= self._deadline:
+            return UpstreamTimeout("upstream answer did not complete within the upstream deadline")
+        if not self._by_piece:
+            return UpstreamTimeout(f"upstream stream stalled: no complete event for {self._stall_seconds:g} s")
+        return UpstreamTimeout(f"upstream answer stalled: nothing for {self._stall_seconds:g} s")
+
+    def decoded(self, raw: bytes) -> Iterator[bytes]:
+        """A raw piece, decoded, in steps of at most 64 KiB, each counted (`UpstreamBodyTooLarge` past the bound)
+        before the next is inflated; progress marked where it counts by the piece."""
+        if self._by_piece:
+            self._clock.mark()
+        for piece in _pieces(self._inflate, raw):
+            yield self._counted(piece)
+
+    def tail(self) -> bytes:
+        """What the decoder still held at the body's end, counted."""
+        return self._counted(self._inflate.flush()) if self._inflate is not None else b""
+
+    def _counted(self, piece: bytes) -> bytes:
+        self._total += len(piece)
+        if self._total > self._max_bytes:
+            raise UpstreamBodyTooLarge(f"upstream answer longer than the limit of {self._max_bytes} bytes, decoded")
+        return piece
 
 
 async def decoded_chunks(
@@ -50,56 +103,48 @@ async def decoded_chunks(
             or, given `progress`, whatever its owner marks.
         deadline: `time.monotonic()` by which the whole body must be in; past it, `UpstreamTimeout`.
     """
-    if response.is_stream_consumed:
-        # Built in memory (a transport that answers without a network read): httpx holds it decoded already.
-        content = response.content
-        if len(content) > max_bytes:
-            raise UpstreamBodyTooLarge(f"upstream answer longer than the limit of {max_bytes} bytes, decoded")
-        for start in range(0, len(content), _STEP):
-            yield content[start : start + _STEP]
-        return
-    inflate = _inflater(response.headers.get("content-encoding", ""))
-    raw = aiter(response.aiter_raw())
-    total = 0
-    by_chunk = progress is None
-    clock = Progress() if progress is None else progress
+    answer = RawAnswer.of(response)
+    bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, progress)
     while True:
-        now = time.monotonic()
-        wait = min(clock.at + stall_seconds - now, deadline - now)
         try:
-            if wait <= 0:
-                raise TimeoutError
-            async with asyncio.timeout(wait):
-                chunk = await anext(raw)
-        except StopAsyncIteration:
-            break
+            async with asyncio.timeout(bounds.wait()):
+                raw = await answer.next_piece()
         except TimeoutError:
-            raise UpstreamTimeout(_timeout_message(stall_seconds, deadline, by_chunk)) from None
-        if by_chunk:
-            clock.mark()
-        for piece in _pieces(inflate, chunk):
-            total += len(piece)
-            if total > max_bytes:
-                raise UpstreamBodyTooLarge(f"upstream answer longer than the limit of {max_bytes} bytes, decoded")
+            raise bounds.timed_out() from None
+        if not raw:
+            break
+        for piece in bounds.decoded(raw):
             yield piece
-    if inflate is not None:
-        tail = inflate.flush()
-        total += len(tail)
-        if total > max_bytes:
-            raise UpstreamBodyTooLarge(f"upstream answer longer than the limit of {max_bytes} bytes, decoded")
-        if tail:
-            yield tail
+    if tail := bounds.tail():
+        yield tail
 
 
-async def read_body(
-    response: httpx.Response, *, max_bytes: int, stall_seconds: float, deadline: float, lease: Lease | None
+async def read_whole(
+    answer: RawAnswer, *, max_bytes: int, stall_seconds: float, deadline: float, lease: Lease | None
 ) -> bytes:
-    """The whole decoded body, charged to `lease` as it arrives."""
+    """The whole decoded body, bounded as `decoded_chunks` bounds it, charged to `lease` as it arrives. A loop of
+    its own rather than `decoded_chunks`' generator: a small answer's read is most of what a pass-through call
+    does in the proxy."""
+    bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, None)
     body = bytearray()
-    async for piece in decoded_chunks(response, max_bytes=max_bytes, stall_seconds=stall_seconds, deadline=deadline):
+    while True:
+        try:
+            async with asyncio.timeout(bounds.wait()):
+                raw = await answer.next_piece()
+        except TimeoutError:
+            raise bounds.timed_out() from None
+        if not raw:
+            break
+        for piece in bounds.decoded(raw):
+            if lease is not None:
+                lease.take(len(piece))
+            body += piece
+        if answer.whole():  # no timer for a read of the end that cannot wait
+            break
+    if tail := bounds.tail():
         if lease is not None:
-            lease.take(len(piece))
-        body += piece
+            lease.take(len(tail))
+        body += tail
     return bytes(body)
 
 
@@ -118,8 +163,8 @@ def _inflater(encoding: str) -> zlib._Decompress | None:
 def _pieces(inflate: zlib._Decompress | None, chunk: bytes) -> Iterator[bytes]:
     """A generator, so that the caller's size check runs after every step, never after a whole chunk."""
     if inflate is None:
-        if chunk:
-            yield chunk
+        for start in range(0, len(chunk), _STEP):  # a small chunk whole (a full slice of bytes is the same object)
+            yield chunk[start : start + _STEP]
         return
     data = chunk
     while data:
@@ -130,11 +175,3 @@ def _pieces(inflate: zlib._Decompress | None, chunk: bytes) -> Iterator[bytes]:
         if piece:
             yield piece
         data = inflate.unconsumed_tail
-
-
-def _timeout_message(stall_seconds: float, deadline: float, by_chunk: bool) -> str:
-    if time.monotonic() >= deadline:
-        return "upstream answer did not complete within the upstream deadline"
-    if not by_chunk:
-        return f"upstream stream stalled: no complete event for {stall_seconds:g} s"
-    return f"upstream answer stalled: nothing for {stall_seconds:g} s"

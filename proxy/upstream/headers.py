@@ -84,11 +84,11 @@ def relayed_headers(upstream: httpx.Headers) -> dict[str, str]:
     }
 
 
-def error_headers(response: httpx.Response) -> dict[str, str]:
-    headers = relayed_headers(response.headers)
+def error_headers(upstream: httpx.Headers) -> dict[str, str]:
+    headers = relayed_headers(upstream)
     for name in ("content-type", "location"):
-        if name in response.headers:
-            headers[name] = response.headers[name]
+        if name in upstream:
+            headers[name] = upstream[name]
     return headers
 
 

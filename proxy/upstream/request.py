@@ -95,25 +95,24 @@ class RequestUpstream:
             return completion
 
     async def _complete(self, body: Mapping[str, Any]) -> Completion:
-        request = await self._chat_request(body)
+        content, headers = await self._chat_call(body)
         await self._client.reserve()
         deadline = self._client.deadline()
         self.ledger.started()
         try:
             async with asyncio.timeout(self._client.timeout):
-                response = await self._client.send(request)
-                try:
-                    content = await self._client.read(response, self._lease, deadline)
-                finally:
-                    await response.aclose()
+                answer = await self._client.fetch(
+                    "POST", "chat/completions", headers=headers, content=content, params=self._query or None,
+                    waited=self.ledger.waited, lease=self._lease, deadline=deadline,
+                )  # fmt: skip
         except TimeoutError:
             raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
         finally:
             self.ledger.finished()
             self._client.release()
-        if response.status_code >= 300:
-            raise self._status_error(response, content)
-        content = self.guard.blank(content)
+        if answer.status_code >= 300:
+            raise self._status_error(answer.status_code, answer.headers, answer.body)
+        content = self.guard.blank(answer.body)
         try:
             parsed = json_text.loads(content)
         except ValueError as error:
@@ -121,7 +120,7 @@ class RequestUpstream:
         if not isinstance(parsed, dict):
             raise UpstreamProtocolError("upstream returned a completion that is not a JSON object")
         self.ledger.add_usage(parsed.get("usage"))
-        return Completion(parsed, self.guard.blank_headers(relayed_headers(response.headers)), raw=content)
+        return Completion(parsed, self.guard.blank_headers(relayed_headers(answer.headers)), raw=content)
 
     async def stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
         if not tracing():
@@ -139,7 +138,11 @@ class RequestUpstream:
         return stream
 
     async def _open_stream(self, body: Mapping[str, Any]) -> HttpCompletionStream:
-        request = await self._chat_request(body)
+        content, headers = await self._chat_call(body)
+        request = self._client.build_request(
+            "POST", "chat/completions", headers=headers, content=content, params=self._query or None,
+            waited=self.ledger.waited,
+        )  # fmt: skip
         await self._client.reserve()
         deadline = self._client.deadline()
         self.ledger.started()
@@ -160,7 +163,7 @@ class RequestUpstream:
                 await response.aclose()
                 self.ledger.finished()
                 self._client.release()
-            raise self._status_error(response, content)
+            raise self._status_error(response.status_code, response.headers, content)
         return HttpCompletionStream(
             response, self.ledger, self._client.stream_limits, self.guard, deadline, self._client.release
         )
@@ -213,16 +216,14 @@ class RequestUpstream:
                 self.ledger.retries += 1
                 await asyncio.sleep(delay)
 
-    def _status_error(self, response: httpx.Response, content: bytes) -> UpstreamStatusError:
+    def _status_error(self, status: int, headers: httpx.Headers, content: bytes) -> UpstreamStatusError:
         content = self.guard.blank(content)
         return UpstreamStatusError(
-            response.status_code,
-            content,
-            self.guard.blank_headers(error_headers(response)),
-            refused=refused_fields(response.status_code, content),
+            status, content, self.guard.blank_headers(error_headers(headers)), refused=refused_fields(status, content)
         )
 
-    async def _chat_request(self, body: Mapping[str, Any]) -> httpx.Request:
+    async def _chat_call(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
+        """The body and headers of a chat call sending `body`."""
         if self._verbatim is not None and body == self._verbatim.body:
             # Nothing changed the client's body: its own bytes go, not a re-serialisation of them.
             content = self._verbatim.raw
@@ -230,11 +231,7 @@ class RequestUpstream:
             content = (await anyio.to_thread.run_sync(_compact_json, body)).encode()
         else:
             content = _compact_json(body).encode()
-        headers = {**self._headers, "content-type": "application/json"}
-        return self._client.build_request(
-            "POST", "chat/completions", headers=headers, content=content, params=self._query or None,
-            waited=self.ledger.waited,
-        )  # fmt: skip
+        return content, {**self._headers, "content-type": "application/json"}
 
 
 _BLANK_LINES = (b"\n\n", b"\r\r", b"\r\n\r\n")

@@ -1,12 +1,14 @@
 """The default upstream transport (aiohttp's pool under httpx's API) against a real socket that answers with
 scripted bytes: it sends exactly the headers the proxy built, follows no redirect, keeps no cookie, leaves
-decoding (bounded) to the proxy, and reports each way a connection can fail as httpx's own pool would."""
+decoding (bounded) to the proxy, and reports each way a connection can fail as httpx's own pool would; both ways
+the proxy makes a call (an `httpx.Response` read whole, and `UpstreamClient.fetch` without one) alike."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -46,7 +48,10 @@ def client(url: str, *, timeout: float = 5.0, max_body_bytes: int = 1024 * 1024)
     )
 
 
-async def call(upstream: UpstreamClient, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+Call = Callable[..., Awaitable[tuple[int, bytes]]]
+
+
+async def send_and_read(upstream: UpstreamClient, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     request = upstream.build_request(
         "POST", "chat/completions", headers=upstream.forwarded(headers or {}), content=b'{"model": "m"}'
     )
@@ -58,7 +63,34 @@ async def call(upstream: UpstreamClient, headers: dict[str, str] | None = None) 
             await response.aclose()
 
 
-async def test_sends_the_headers_the_proxy_built_and_nothing_of_its_own() -> None:
+async def fetch(upstream: UpstreamClient, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    async with asyncio.timeout(10):
+        answer = await upstream.fetch(
+            "POST", "chat/completions", headers=upstream.forwarded(headers or {}), content=b'{"model": "m"}',
+            lease=None, deadline=upstream.deadline(),
+        )  # fmt: skip
+    return answer.status_code, answer.body
+
+
+@pytest.fixture(params=[send_and_read, fetch], ids=["send-and-read", "fetch"])
+def call(request: pytest.FixtureRequest) -> Call:
+    """A chat call both ways the proxy makes one: an `httpx.Response` read whole, and `fetch` (without it)."""
+    return request.param  # type: ignore[no-any-return]
+
+
+async def test_both_ways_send_the_same_bytes() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url)
+        headers = {"User-Agent": "OpenAI/Python 1.0", "content-type": "application/json", "X-Title": "caf\xc3\xa9"}
+        assert await send_and_read(upstream, headers) == await fetch(upstream, headers) == (200, OK)
+        await upstream.aclose()
+    assert heads[0] == heads[1]
+
+
+async def test_sends_the_headers_the_proxy_built_and_nothing_of_its_own(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("200 OK", OK))
 
@@ -74,7 +106,7 @@ async def test_sends_the_headers_the_proxy_built_and_nothing_of_its_own() -> Non
     assert sum(line.startswith("content-type:") for line in lines) == 1
 
 
-async def test_a_redirect_is_neither_followed_nor_answered() -> None:
+async def test_a_redirect_is_neither_followed_nor_answered(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("302 Found", b"", "location: http://169.254.169.254/latest/meta-data"))
 
@@ -86,7 +118,7 @@ async def test_a_redirect_is_neither_followed_nor_answered() -> None:
     assert len(heads) == 1
 
 
-async def test_a_cookie_set_for_one_client_never_rides_with_the_next() -> None:
+async def test_a_cookie_set_for_one_client_never_rides_with_the_next(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("200 OK", OK, "set-cookie: session=alice; Path=/"))
 
@@ -99,7 +131,7 @@ async def test_a_cookie_set_for_one_client_never_rides_with_the_next() -> None:
     assert b"cookie" not in heads[1].lower()
 
 
-async def test_a_gzip_body_is_decoded_by_the_proxy_within_its_bound() -> None:
+async def test_a_gzip_body_is_decoded_by_the_proxy_within_its_bound(call: Call) -> None:
     small, bomb = gzip.compress(OK), gzip.compress(b" " * (8 * 1024 * 1024))
 
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
@@ -113,7 +145,7 @@ async def test_a_gzip_body_is_decoded_by_the_proxy_within_its_bound() -> None:
         await upstream.aclose()
 
 
-async def test_a_connection_cut_in_the_middle_of_the_body_is_a_lost_connection() -> None:
+async def test_a_connection_cut_in_the_middle_of_the_body_is_a_lost_connection(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n" + b"{" * 10)
         await writer.drain()
@@ -126,7 +158,7 @@ async def test_a_connection_cut_in_the_middle_of_the_body_is_a_lost_connection()
         await upstream.aclose()
 
 
-async def test_a_server_that_hangs_up_before_answering_is_a_lost_connection_not_unreachable() -> None:
+async def test_a_server_that_hangs_up_before_answering_is_a_lost_connection_not_unreachable(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.close()
 
@@ -137,14 +169,14 @@ async def test_a_server_that_hangs_up_before_answering_is_a_lost_connection_not_
         await upstream.aclose()
 
 
-async def test_a_refused_connection_is_unreachable() -> None:
+async def test_a_refused_connection_is_unreachable(call: Call) -> None:
     upstream = client(f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(UpstreamUnreachable), mapped_transport_errors("before answering"):
         await call(upstream)
     await upstream.aclose()
 
 
-async def test_an_upstream_that_never_answers_times_out() -> None:
+async def test_an_upstream_that_never_answers_times_out(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         await asyncio.sleep(30)
 
@@ -181,7 +213,7 @@ async def test_an_answer_streams_chunk_by_chunk() -> None:
 # --- found by a hostile review of this transport -------------------------------------------------------------------
 
 
-async def test_bytes_an_idle_connection_received_are_never_the_next_answer() -> None:
+async def test_bytes_an_idle_connection_received_are_never_the_next_answer(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("200 OK", json.dumps({"answer": n}).encode()))
         await writer.drain()
@@ -199,7 +231,7 @@ async def test_bytes_an_idle_connection_received_are_never_the_next_answer() -> 
     assert len(heads) == 2
 
 
-async def test_a_clients_expect_100_continue_stays_on_its_own_hop() -> None:
+async def test_a_clients_expect_100_continue_stays_on_its_own_hop(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("200 OK", OK))
 
@@ -210,7 +242,7 @@ async def test_a_clients_expect_100_continue_stays_on_its_own_hop() -> None:
     assert b"expect" not in heads[0].lower()
 
 
-async def test_an_unasked_protocol_switch_is_a_broken_upstream_not_an_answer() -> None:
+async def test_an_unasked_protocol_switch_is_a_broken_upstream_not_an_answer(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\nGARBAGE")
 
@@ -238,7 +270,7 @@ async def test_a_dropped_reused_connection_is_not_silently_sent_again() -> None:
     assert len(heads) == 2  # the proxy retries by its own rules, counted; the transport never does
 
 
-async def test_a_long_answer_header_is_read_as_httpxs_pool_read_it() -> None:
+async def test_a_long_answer_header_is_read_as_httpxs_pool_read_it(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(reply("200 OK", OK, "x-long: " + "v" * 20_000, *(f"x-{i}: {i}" for i in range(200))))
 
