@@ -128,19 +128,20 @@ async def read_whole(
     bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, None)
     body = bytearray()
     while True:
-        try:
-            async with asyncio.timeout(bounds.wait()):
-                raw = await answer.next_piece()
-        except TimeoutError:
-            raise bounds.timed_out() from None
+        if answer.ready():  # a read that cannot wait needs no timer (a small answer's, whole in the head's read)
+            raw = await answer.next_piece()
+        else:
+            try:
+                async with asyncio.timeout(bounds.wait()):
+                    raw = await answer.next_piece()
+            except TimeoutError:
+                raise bounds.timed_out() from None
         if not raw:
             break
         for piece in bounds.decoded(raw):
             if lease is not None:
                 lease.take(len(piece))
             body += piece
-        if answer.whole():  # no timer for a read of the end that cannot wait
-            break
     if tail := bounds.tail():
         if lease is not None:
             lease.take(len(tail))

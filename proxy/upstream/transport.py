@@ -113,9 +113,9 @@ class _AiohttpBody(httpx.AsyncByteStream):
         self._response = response
         self._waited = waited
 
-    def whole(self) -> bool:
-        """Whether the whole body has been read."""
-        return self._response.content.at_eof()
+    def ready(self) -> bool:
+        """Whether the rest of the body is in: the next read cannot wait."""
+        return self._response.content.is_eof()
 
     async def next_piece(self) -> bytes:
         """The body's next piece, b"" at its end: once the whole body is in, without waiting for an empty read (a
@@ -155,8 +155,8 @@ class RawAnswer:
     next_piece: Callable[[], Awaitable[bytes]]
     """The next raw piece of the body, b"" at its end."""
     aclose: Callable[[], Awaitable[None]]
-    whole: Callable[[], bool] = lambda: False
-    """Whether the whole body is in, where the transport knows it: no wait for the end is then needed."""
+    ready: Callable[[], bool] = lambda: False
+    """Whether the rest of the body is in (a read cannot wait), where the transport knows it."""
 
     @classmethod
     def of(cls, response: httpx.Response) -> RawAnswer:
@@ -285,7 +285,7 @@ class _AiohttpUpstream(AiohttpTransport):
         response, body = await self._answer(method, url, headers, data, extensions)
         answer_headers = httpx.Headers(response.raw_headers)
         encoding = answer_headers.get("content-encoding", "")
-        return RawAnswer(response.status, answer_headers, encoding, body.next_piece, body.aclose, body.whole)
+        return RawAnswer(response.status, answer_headers, encoding, body.next_piece, body.aclose, body.ready)
 
     async def _answer(
         self,

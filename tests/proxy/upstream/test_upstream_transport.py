@@ -35,8 +35,10 @@ def reply(status: str, body: bytes, *headers: str) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def client(url: str, *, timeout: float = 5.0, max_body_bytes: int = 1024 * 1024) -> UpstreamClient:
-    limits = StreamLimits(stall_seconds=timeout, max_body_bytes=max_body_bytes)
+def client(
+    url: str, *, timeout: float = 5.0, max_body_bytes: int = 1024 * 1024, deadline: float = 900.0
+) -> UpstreamClient:
+    limits = StreamLimits(stall_seconds=timeout, max_body_bytes=max_body_bytes, deadline_seconds=deadline)
     return UpstreamClient(
         url,
         api_key="sk-operator",
@@ -183,6 +185,34 @@ async def test_an_upstream_that_never_answers_times_out(call: Call) -> None:
     async with scripted(answer) as (url, _):
         upstream = client(url, timeout=0.3)
         with pytest.raises(UpstreamTimeout), mapped_transport_errors("before answering"):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_body_that_stops_halfway_times_out(call: Call) -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n" + b"{" * 10)
+        await writer.drain()
+        await asyncio.sleep(30)
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url, timeout=0.3)
+        with pytest.raises(UpstreamTimeout):
+            await call(upstream)
+        await upstream.aclose()
+
+
+async def test_a_body_that_trickles_past_the_deadline_times_out(call: Call) -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+        for _ in range(100):
+            writer.write(b" ")  # each byte well within the stall bound, the whole far past the deadline
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url, timeout=2.0, deadline=0.5)
+        with pytest.raises(UpstreamTimeout, match="deadline"):
             await call(upstream)
         await upstream.aclose()
 
