@@ -24,6 +24,9 @@ def test_the_benchmark_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert set(figures["strategies_at_200ms"]) >= {"none", "reorder", "recite", "medoid; k=3"}
     assert "| added latency, small body, p50 / p99 ms |" in done.stdout
     assert set(figures["reorder_cpu"]["rankers"]) == {"minilm", "client", "lexical", "fusion"}
+    assert figures["machine"]["step_ns"] > 0
+    assert figures["machine"]["step_ns_after"] > 0
+    assert "host speed: a fixed Python step on the proxy's core took" in done.stdout
 
 
 def test_the_cpu_measure_reports_each_proxy_three_times(tmp_path: Path) -> None:
