@@ -107,9 +107,9 @@ def _instrument() -> None:
     _wrap(proxy_app.ProxyApp, "_chat", "03 body read, the route's handler")
     _wrap(exchange.Exchange, "enter", "04 route entered")
     _wrap(chat.Exchange, "upstream", "05 body parsed, checked, pipeline chosen", "06 the request's upstream made")
-    _wrap(request.RequestUpstream, "_chat_request", "07 upstream call started", "08 upstream request built")
-    _wrap(client.UpstreamClient, "send", "09 sent to the upstream client", "10 answer head in (upstream wait)")
-    _wrap(client.UpstreamClient, "read", None, "11 answer body read (upstream wait)")
+    _wrap(request.RequestUpstream, "_chat_call", "07 upstream call started", "08 the call's body and headers")
+    _wrap(client.UpstreamClient, "fetch", "09 sent to the upstream client")
+    _wrap(client.UpstreamClient, "_read_whole", "10 answer head in (upstream wait)", "11 answer body read")
     _wrap(request.RequestUpstream, "_complete", None, "12 answer parsed")
     sent = httptools_impl.RequestResponseCycle.send
 

@@ -69,11 +69,18 @@ class _Bounds:
         return UpstreamTimeout(f"upstream answer stalled: nothing for {self._stall_seconds:g} s")
 
     def decoded(self, raw: bytes) -> Iterator[bytes]:
-        """A raw piece, decoded, in steps of at most 64 KiB, each counted (`UpstreamBodyTooLarge` past the bound)
-        before the next is inflated; progress marked where it counts by the piece."""
+        """A raw piece, decoded, in steps of at most 64 KiB, counted (`UpstreamBodyTooLarge` past the bound): an
+        uncompressed piece whole before any of it goes on (a body a transport holds in memory is one piece), a
+        compressed one step by step, each counted before the next is inflated. Progress is marked where it counts
+        by the piece."""
         if self._by_piece:
             self._clock.mark()
-        for piece in _pieces(self._inflate, raw):
+        if self._inflate is None:
+            self._counted(raw)
+            for start in range(0, len(raw), _STEP):  # a small piece whole (a full slice of bytes is the same object)
+                yield raw[start : start + _STEP]
+            return
+        for piece in _inflated(self._inflate, raw):
             yield self._counted(piece)
 
     def tail(self) -> bytes:
@@ -124,7 +131,8 @@ async def read_whole(
 ) -> bytes:
     """The whole decoded body, bounded as `decoded_chunks` bounds it, charged to `lease` as it arrives. A loop of
     its own rather than `decoded_chunks`' generator: a small answer's read is most of what a pass-through call
-    does in the proxy."""
+    does in the proxy. Where the rest of the body is already in (`RawAnswer.ready`) it is read without a timer,
+    so a body whose last bytes came just before its deadline is taken, not refused."""
     bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, None)
     body = bytearray()
     while True:
@@ -161,12 +169,8 @@ def _inflater(encoding: str) -> zlib._Decompress | None:
     raise UpstreamProtocolError(f"upstream answered with content-encoding {encoding!r}, which was not asked for")
 
 
-def _pieces(inflate: zlib._Decompress | None, chunk: bytes) -> Iterator[bytes]:
+def _inflated(inflate: zlib._Decompress, chunk: bytes) -> Iterator[bytes]:
     """A generator, so that the caller's size check runs after every step, never after a whole chunk."""
-    if inflate is None:
-        for start in range(0, len(chunk), _STEP):  # a small chunk whole (a full slice of bytes is the same object)
-            yield chunk[start : start + _STEP]
-        return
     data = chunk
     while data:
         try:

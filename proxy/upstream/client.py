@@ -193,13 +193,11 @@ class UpstreamClient:
             UpstreamRedirected, UpstreamProtocolError, UpstreamError: as `send` and `read` raise them.
         """
         opens = getattr(self._transport, "open_call", None)
-        with mapped_transport_errors("before answering"):
-            if opens is None or self._url_auth is not None:  # (a URL's user info: httpx's auth flow adds it)
-                request = self.build_request(
-                    method, path, headers=headers, content=content, params=params, waited=waited
-                )
-                answer = RawAnswer.of(await self._transport.handle_async_request(request))
-            else:
+        if opens is None or self._url_auth is not None:  # (a URL's user info: httpx's auth flow adds it)
+            request = self.build_request(method, path, headers=headers, content=content, params=params, waited=waited)
+            answer = RawAnswer.of(await self.send(request))  # refused answers refused (and closed) there
+        else:
+            with mapped_transport_errors("before answering"):
                 url, raw = self._url_and_headers(method, path, headers, content, params)
                 answer = await opens(method, url, raw, content, self._extensions(waited))
         try:

@@ -92,7 +92,7 @@ def _mapped(error: BaseException) -> type[httpx.TransportError] | None:
 
 @contextlib.contextmanager
 def _aiohttp_errors_as_httpx() -> Iterator[None]:
-    # The request is aiohttp's own call (`_AiohttpUpstream._request`), and the body is read by `_AiohttpBody`:
+    # The request is aiohttp's own call (`_AiohttpUpstream._answer`), and the body is read by `_AiohttpBody`:
     # nothing of httpx-aiohttp's error table reaches here any more, only aiohttp's errors, mapped by ours.
     try:
         yield
@@ -339,8 +339,11 @@ class _AiohttpUpstream(AiohttpTransport):
 @functools.lru_cache(maxsize=64)
 def _yarl_url(url: str) -> yarl.URL:
     """As httpx encoded it: yarl would otherwise re-normalise the query (`%2F` to `/`, `%40` to `@`). Kept for the
-    few URLs every call uses (parsing one costs a few us)."""
-    return yarl.URL(url, encoded=True)
+    few URLs every call uses (parsing one costs a few us). Without a base URL's user info: the call already carries
+    it as Basic auth (`UpstreamClient.build_request`, as httpx's client sends it), and aiohttp refuses a URL with
+    credentials beside an Authorization header."""
+    parsed = yarl.URL(url, encoded=True)
+    return parsed.with_user(None) if parsed.user is not None or parsed.password is not None else parsed
 
 
 @functools.lru_cache(maxsize=16)

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from contextlift.proxy.errors import UpstreamBodyTooLarge
+from contextlift.proxy.upstream.bodies import decoded_chunks
 from tests.cpu_time import cpu_clock
 from tests.fakes import FakeUpstream, chunk, completion, sse_body, sse_response
 from tests.serving import chat
@@ -166,3 +168,16 @@ def test_a_pass_through_event_stream_cut_mid_way_ends_with_an_error_event(client
     events = [e for e in response.text.split("\n\n") if e.strip()]
     assert json.loads(events[-2].removeprefix("data: "))["error"]["code"] == "upstream_connection_lost"
     assert events[-1] == "data: [DONE]"
+
+
+async def test_an_answer_held_in_memory_over_the_bound_is_refused_before_any_of_it_goes() -> None:
+    held = httpx.Response(200, content=b"x" * (200 * 1024))  # as a transport answering from memory gives it
+    relayed: list[bytes] = []
+
+    async def relay() -> None:
+        async for piece in decoded_chunks(held, max_bytes=100 * 1024, stall_seconds=5, deadline=time.monotonic() + 5):
+            relayed.append(piece)
+
+    with pytest.raises(UpstreamBodyTooLarge):
+        await relay()
+    assert relayed == []

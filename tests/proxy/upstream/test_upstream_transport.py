@@ -189,6 +189,19 @@ async def test_an_upstream_that_never_answers_times_out(call: Call) -> None:
         await upstream.aclose()
 
 
+async def test_a_base_url_with_user_info_goes_as_basic_auth(call: Call) -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(reply("200 OK", OK))
+
+    async with scripted(answer) as (url, heads):
+        upstream = client(url.replace("http://", "http://user:secret@"))
+        assert await call(upstream) == (200, OK)
+        await upstream.aclose()
+    head = heads[0].decode("latin-1").lower()
+    assert "authorization: basic dxnlcjpzzwnyzxq=\r\n" in head  # base64 of user:secret, as httpx's client sent it
+    assert "secret" not in head.replace("dxnlcjpzzwnyzxq=", "")
+
+
 async def test_a_body_that_stops_halfway_times_out(call: Call) -> None:
     async def answer(writer: asyncio.StreamWriter, n: int) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n" + b"{" * 10)
