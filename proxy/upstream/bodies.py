@@ -61,6 +61,21 @@ class _Bounds:
             raise self.timed_out()
         return wait
 
+    async def next_raw(self, answer: RawAnswer) -> bytes:
+        """The answer's next raw piece (b"" at its end), waited for at most `wait()`; a read that cannot wait
+        (the rest of the body already in: a small answer's, whole in the head's read) sets no timer.
+
+        Raises:
+            UpstreamTimeout: the piece did not come in time.
+        """
+        if answer.ready():
+            return await answer.next_piece()
+        try:
+            async with asyncio.timeout(self.wait()):
+                return await answer.next_piece()
+        except TimeoutError:
+            raise self.timed_out() from None
+
     def timed_out(self) -> UpstreamTimeout:
         if time.monotonic() >= self._deadline:
             return UpstreamTimeout("upstream answer did not complete within the upstream deadline")
@@ -112,14 +127,7 @@ async def decoded_chunks(
     """
     answer = RawAnswer.of(response)
     bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, progress)
-    while True:
-        try:
-            async with asyncio.timeout(bounds.wait()):
-                raw = await answer.next_piece()
-        except TimeoutError:
-            raise bounds.timed_out() from None
-        if not raw:
-            break
+    while raw := await bounds.next_raw(answer):
         for piece in bounds.decoded(raw):
             yield piece
     if tail := bounds.tail():
@@ -135,17 +143,7 @@ async def read_whole(
     so a body whose last bytes came just before its deadline is taken, not refused."""
     bounds = _Bounds(answer.encoding, max_bytes, stall_seconds, deadline, None)
     body = bytearray()
-    while True:
-        if answer.ready():  # a read that cannot wait needs no timer (a small answer's, whole in the head's read)
-            raw = await answer.next_piece()
-        else:
-            try:
-                async with asyncio.timeout(bounds.wait()):
-                    raw = await answer.next_piece()
-            except TimeoutError:
-                raise bounds.timed_out() from None
-        if not raw:
-            break
+    while raw := await bounds.next_raw(answer):
         for piece in bounds.decoded(raw):
             if lease is not None:
                 lease.take(len(piece))
