@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
+from litestar.utils.scope.state import ScopeState
 from prometheus_client import Gauge
 
 from contextlift.proxy.budget import Lease, MemoryBudget
 from contextlift.proxy.errors import HeadersTooLarge, Overloaded, PayloadTooLarge, ProxyError, RequestTimeout
+from contextlift.proxy.request_log import BODY_EXTENSION
 
 LEASE_KEY = "contextlift_lease"
 """Where the request's memory lease lives in `scope["state"]`, for the routes to charge what they buffer."""
@@ -79,24 +81,30 @@ class Admission:
         declared = dict(scope.get("headers", [])).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             raise too_large
-        body = bytearray()
+        if ((scope.get("extensions") or {}).get(BODY_EXTENSION) or {}).get("whole") is True:
+            # The server has the whole body: reading it cannot wait, so no timer is set (one a request otherwise).
+            return await self._read(receive, lease, too_large)
         try:
             async with asyncio.timeout(self.body_read_timeout):
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        return None
-                    chunk: bytes = message.get("body", b"")  # type: ignore[assignment]
-                    if len(body) + len(chunk) > self.max_body_bytes:
-                        raise too_large
-                    lease.take(len(chunk))
-                    body += chunk
-                    if not message.get("more_body", False):
-                        return bytes(body)
+                return await self._read(receive, lease, too_large)
         except TimeoutError:
             raise RequestTimeout(
                 f"the request body did not arrive within {self.body_read_timeout:g} s", headers={"connection": "close"}
             ) from None
+
+    async def _read(self, receive: Receive, lease: Lease, too_large: PayloadTooLarge) -> bytes | None:
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk: bytes = message.get("body", b"")  # type: ignore[assignment]
+            if len(body) + len(chunk) > self.max_body_bytes:
+                raise too_large
+            lease.take(len(chunk))
+            body += chunk
+            if not message.get("more_body", False):
+                return bytes(body)
 
 
 ADMITTED_PREFIXES = ("/v1/", "/contextlift/")
@@ -134,6 +142,8 @@ class AdmissionMiddleware:
                 await send_error(send, refusal)
                 return
             scope.setdefault("state", {})[LEASE_KEY] = lease
+            # litestar's `Request.body()` takes it from here, rather than reading it again through `receive`.
+            ScopeState.from_scope(scope).body = body
             admission.in_flight += 1
             if admission.gauge is not None:
                 admission.gauge.inc()

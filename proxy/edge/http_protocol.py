@@ -69,7 +69,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
-from contextlift.proxy.request_log import GONE_EXTENSION, RECEIVED_EXTENSION
+from contextlift.proxy.request_log import BODY_EXTENSION, GONE_EXTENSION, RECEIVED_EXTENSION
 from contextlift.proxy.settings import Settings
 
 __all__ = ["GuardedConfig", "GuardedHttpProtocol", "HttpLimits", "ThrottledWarnings"]
@@ -185,6 +185,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
         self._gone: asyncio.Future[None] | None = None  # the request's GONE_EXTENSION
+        self._body: dict[str, bool] | None = None  # the request's BODY_EXTENSION, until its body is whole
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -339,6 +340,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 self._head_arrived = None
             self._gone = self.loop.create_future()
             extensions[GONE_EXTENSION] = {"future": self._gone}
+            self._body = extensions[BODY_EXTENSION] = {"whole": False}
         self._reading = _Reading.BODY
         self._since_data = self._trailer_bytes = 0
         length = self._framing.get(b"content-length")
@@ -367,6 +369,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         self._stop_leftover_clock()
         super().on_message_complete()
+        if self._body is not None:
+            self._body["whole"] = True
+            self._body = None
         # uvicorn stops reading once 64 KiB of body is buffered, until the app next calls `receive`; the route
         # waits on the lost-connection future instead, so a client hanging up after a large body went unseen
         # until the answer (its upstream call ran on for up to upstream_timeout). What arrives now is the

@@ -34,7 +34,8 @@ class Exchange:
             self.state.upstream,
             self.request.headers,
             lease=self.request.scope.get("state", {}).get(LEASE_KEY),
-            query=self.request.url.query,
+            # What `request.url.query` says, without building the whole URL for it.
+            query=self.request.scope.get("query_string", b"").decode(),
             ledger=self.record.ledger,
             **options,
         )

@@ -22,12 +22,11 @@ What this module adds to it, because the proxy's guarantees depend on it:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,16 +87,6 @@ def _mapped(error: BaseException) -> type[httpx.TransportError] | None:
     if not matches:
         return None
     return _AIOHTTP_TO_HTTPX[next(c for c in matches if not any(o is not c and issubclass(o, c) for o in matches))]
-
-
-@contextlib.contextmanager
-def _aiohttp_errors_as_httpx() -> Iterator[None]:
-    # The request is aiohttp's own call (`_AiohttpUpstream._answer`), and the body is read by `_AiohttpBody`:
-    # nothing of httpx-aiohttp's error table reaches here any more, only aiohttp's errors, mapped by ours.
-    try:
-        yield
-    except (aiohttp.ClientError, TimeoutError) as error:
-        raise _as_httpx(error) from error
 
 
 class _AiohttpBody(httpx.AsyncByteStream):
@@ -303,24 +292,25 @@ class _AiohttpUpstream(AiohttpTransport):
         call = _Call()
         token = _CALL.set(call)
         try:
-            with _aiohttp_errors_as_httpx():
-                response = await self.client.request(
-                    method=method,
-                    url=_yarl_url(str(url)),
-                    # Names as the client cased them (a CIMultiDict of httpx.Headers would lowercase them all).
-                    headers=[(name.decode("latin-1"), _header_text(value)) for name, value in headers],
-                    data=data,
-                    allow_redirects=False,
-                    auto_decompress=False,
-                    compress=False,
-                    timeout=_client_timeout(timeout.get("connect"), timeout.get("read"), _acquire_bound(timeout)),
-                ).__aenter__()
-        except BaseException:
+            response = await self.client.request(
+                method=method,
+                url=_yarl_url(str(url)),
+                # Names as the client cased them (a CIMultiDict of httpx.Headers would lowercase them all).
+                headers=[(name.decode("latin-1"), _header_text(value)) for name, value in headers],
+                data=data,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=_client_timeout(timeout.get("connect"), timeout.get("read"), _acquire_bound(timeout)),
+            ).__aenter__()
+        except BaseException as error:
             # aiohttp closes a connection it gives up on (a timeout, a cancelled call) gracefully, which waits for
             # the body it queued to be flushed: an upstream that never reads would keep the socket and the whole
             # queued body for good. Nothing more will be read or written on it: drop it at once.
             for socket in call.sockets:
                 socket.abort()
+            if isinstance(error, aiohttp.ClientError | TimeoutError):  # aiohttp's errors, mapped by our rule
+                raise _as_httpx(error) from error
             raise
         finally:
             _CALL.reset(token)
