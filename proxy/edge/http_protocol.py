@@ -340,7 +340,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 self._head_arrived = None
             self._gone = self.loop.create_future()
             extensions[GONE_EXTENSION] = {"future": self._gone}
-            self._body = extensions[BODY_EXTENSION] = {"whole": False}
+            self._body = {"whole": False}
+            extensions[BODY_EXTENSION] = self._body
         self._reading = _Reading.BODY
         self._since_data = self._trailer_bytes = 0
         length = self._framing.get(b"content-length")
