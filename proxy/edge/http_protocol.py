@@ -185,7 +185,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_arrived: float | None = None  # time.perf_counter() of the next head's first byte
         self._write_timer: asyncio.TimerHandle | None = None
         self._gone: asyncio.Future[None] | None = None  # the request's GONE_EXTENSION
-        self._body: dict[str, bool] | None = None  # the request's BODY_EXTENSION, until its body is whole
+        self._body: dict[object, object] | None = None  # the request's BODY_EXTENSION, until its body is whole
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
