@@ -122,6 +122,28 @@ def test_a_slow_head_after_a_kept_alive_request_gets_408_too(serve: Any) -> None
         refused(sock, 408, "request_timeout")
 
 
+def test_a_body_that_stops_halfway_gets_408_after_a_whole_one_on_the_same_connection(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    """The server tells admission when a request's whole body is in (no timer set for it then); the next request on
+    the connection starts with its body not in, and its reading is timed again."""
+    body = json.dumps(chat()).encode()
+
+    def post(content: bytes) -> bytes:
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + content
+
+    with connect(serve(body_read_timeout=0.5, keepalive_timeout=5)) as sock:
+        sock.sendall(post(body))
+        assert read_answer(sock).status == 200
+        started = time.monotonic()
+        sock.sendall(post(body[:10]))
+        answer = read_answer(sock)
+        assert (answer.status, answer.error_code()) == (408, "request_timeout")
+        assert time.monotonic() - started < 2
+    assert len(fake.requests) == 1
+
+
 def test_a_40_kib_header_value_dribbled_in_1_kib_writes_gets_431_before_it_ends(serve: Any) -> None:
     with connect(serve(header_read_timeout=5)) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy.test\r\nX-Big: ")

@@ -60,3 +60,18 @@ async def test_an_upstream_request_id_stays() -> None:
     _, sent = await sent_through_the_log(head, {"type": "http.response.body", "body": b""})
     ids = [value for name, value in sent[0]["headers"] if name.lower() == b"x-request-id"]
     assert ids == [b"req_upstream"]
+
+
+def test_request_ids_are_32_hex_digits_that_a_seeded_global_generator_does_not_repeat() -> None:
+    import random
+
+    def new_id() -> str:
+        scope: Any = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [], "state": {}}
+        return RequestLog().record_of(scope).request_id
+
+    random.seed(7)
+    first = [new_id() for _ in range(3)]
+    random.seed(7)  # an eval's shuffle in the same process
+    again = [new_id() for _ in range(3)]
+    assert len(set(first + again)) == 6
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in first + again)
