@@ -130,7 +130,7 @@ def test_a_body_that_stops_halfway_gets_408_after_a_whole_one_on_the_same_connec
     body = json.dumps(chat()).encode()
 
     def post(content: bytes) -> bytes:
-        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
         return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + content
 
     with connect(serve(body_read_timeout=0.5, keepalive_timeout=5)) as sock:
