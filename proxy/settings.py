@@ -111,6 +111,12 @@ class Settings(BaseSettings):
         "724 requests/s per proxy core at 64 in flight in the run that compared them), or httpx's own pool (230 "
         "there, because it re-examines every pooled connection on every event; see proxy.upstream.transport).",
     )
+    upstream_plain_calls: bool = Field(
+        True,
+        description="On the aiohttp transport, a call read whole (a chat completion that does not stream) from a plain "
+        "http:// upstream goes on the proxy's own HTTP/1.1 client over llhttp (proxy.upstream.http11): about a "
+        "quarter of aiohttp's CPU a call. Streams, relayed calls and https go through aiohttp either way.",
+    )
     max_retries: int = Field(
         2,
         ge=0,

@@ -48,6 +48,7 @@ class _Bounds:
         self._by_piece = progress is None
         self._clock = Progress() if progress is None else progress
         self._total = 0
+        self._deadline_nearer = False
 
     def wait(self) -> float:
         """The longest wait for the next raw piece.
@@ -56,7 +57,11 @@ class _Bounds:
             UpstreamTimeout: none is left.
         """
         now = time.monotonic()
-        wait = min(self._clock.at + self._stall_seconds - now, self._deadline - now)
+        stall_left, deadline_left = self._clock.at + self._stall_seconds - now, self._deadline - now
+        # Which bound a timeout of this wait is: uvloop's timers run on the loop's millisecond clock and can fire
+        # a little before `time.monotonic()` reaches the deadline, which then read as a stall.
+        self._deadline_nearer = deadline_left <= stall_left
+        wait = min(stall_left, deadline_left)
         if wait <= 0:
             raise self.timed_out()
         return wait
@@ -77,7 +82,7 @@ class _Bounds:
             raise self.timed_out() from None
 
     def timed_out(self) -> UpstreamTimeout:
-        if time.monotonic() >= self._deadline:
+        if self._deadline_nearer or time.monotonic() >= self._deadline:
             return UpstreamTimeout("upstream answer did not complete within the upstream deadline")
         if not self._by_piece:
             return UpstreamTimeout(f"upstream stream stalled: no complete event for {self._stall_seconds:g} s")

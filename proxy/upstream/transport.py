@@ -28,13 +28,16 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import aiohttp.payload
 import httpx
 import yarl
 from httpx_aiohttp import AiohttpTransport
+
+if TYPE_CHECKING:
+    from contextlift.proxy.upstream.http11 import Http11Pool
 
 __all__ = [
     "SENT_EXTENSION",
@@ -241,6 +244,15 @@ class _AiohttpUpstream(AiohttpTransport):
     times_itself = True
     """It times the waits `TimedTransport` would (`WAIT_EXTENSION`), from when the request went out."""
 
+    def __init__(self, *, client: Callable[[], aiohttp.ClientSession], plain: Http11Pool | None = None) -> None:
+        super().__init__(client=client)
+        self._plain = plain
+
+    async def aclose(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
+        await super().aclose()
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         data: aiohttp.payload.Payload | httpx.AsyncByteStream | None
         try:
@@ -269,7 +281,10 @@ class _AiohttpUpstream(AiohttpTransport):
         """A call made of its parts (headers as they go, in order; `extensions` as an `httpx.Request` carries
         them), answered without `httpx.Request` and `httpx.Response` around it: for a small answer read whole
         the two and the response's stream were about a tenth of a pass-through request's CPU in the proxy (its CPU
-        per request alternating with another proxy on the core)."""
+        per request alternating with another proxy on the core). On a plain `http://` upstream, where the
+        transport has one, the call goes on `proxy.upstream.http11` (a quarter of aiohttp's CPU a call)."""
+        if self._plain is not None and url.scheme == "http" and method != "HEAD":
+            return await self._plain.call(method, url, headers, content, extensions)
         data = _payload(content) if content else None
         response, body = await self._answer(method, url, headers, data, extensions)
         answer_headers = httpx.Headers(response.raw_headers)
@@ -366,8 +381,11 @@ class _FreshConnector(aiohttp.TCPConnector):
         return None
 
 
-def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.AsyncBaseTransport | None:
-    """The transport for the upstream client, or None for httpx's own pool."""
+def build_transport(
+    kind: UpstreamTransport, max_connections: int, *, plain_calls: bool = True
+) -> httpx.AsyncBaseTransport | None:
+    """The transport for the upstream client, or None for httpx's own pool. `plain_calls`: on aiohttp's, a call
+    read whole from a plain `http://` upstream goes on `proxy.upstream.http11` instead (`upstream_plain_calls`)."""
     if kind == "httpx":
         return None
 
@@ -393,7 +411,11 @@ def build_transport(kind: UpstreamTransport, max_connections: int) -> httpx.Asyn
             made._retry_connection = False
         return made
 
-    return _AiohttpUpstream(client=session)
+    if not plain_calls:
+        return _AiohttpUpstream(client=session)
+    from contextlift.proxy.upstream.http11 import Http11Pool  # it builds on this module's types
+
+    return _AiohttpUpstream(client=session, plain=Http11Pool(max_connections))
 
 
 class _TimedStream(httpx.AsyncByteStream):
