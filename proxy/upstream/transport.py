@@ -9,6 +9,10 @@ connector 979 / 740 / 662. httpcore with 16 connections keeps 424-481 req/s but 
 at once, which a slow LLM upstream cannot afford. The rest of the proxy keeps httpx's request and response types
 through httpx-aiohttp's `AiohttpTransport` (by httpx's maintainers; the transport the openai SDK offers).
 
+A chat completion read whole from a plain `http://` upstream is the exception: `open_call` hands it to
+`proxy.upstream.http11`, a small HTTP/1.1 client over httptools' parser, a quarter of aiohttp's CPU a call
+(`upstream_plain_calls`, on by default).
+
 What this module adds to it, because the proxy's guarantees depend on it:
 - aiohttp's errors mapped to httpx's by our own rule, the most specific aiohttp class winning. httpx-aiohttp's
   table reports a server that hung up, or a read that timed out, as a `ConnectTimeout` ("unreachable"); here they
