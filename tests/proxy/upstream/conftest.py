@@ -15,7 +15,8 @@ _ON_BOTH_LOOPS = frozenset({"test_upstream_transport.py", "test_plain_calls.py"}
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]] | None:
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    # Once a folder has this hook, pytest-asyncio asks it for every test there: the others get asyncio's alone.
     if item.path.name in _ON_BOTH_LOOPS:
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
-    return None
+    return {"asyncio": asyncio.new_event_loop}
