@@ -50,7 +50,12 @@ IDLE_SECONDS = 15.0
 """How long a kept-alive connection may wait in the pool (aiohttp's keep-alive default)."""
 BUFFER_BYTES = 256 * 1024
 """Body bytes held for the caller before reading from the socket pauses."""
-_MAX_HEAD_BYTES = MAX_RESPONSE_HEADERS * MAX_HEAD_LINE_BYTES
+MAX_HEAD_BYTES = 4 * MAX_HEAD_LINE_BYTES
+"""An answer's whole head at most (status line and headers; httpx's own pool took 100 KiB). llhttp hands a header
+over only once its line is whole, so a line is bounded while it arrives by this, and by `MAX_HEAD_LINE_BYTES` once
+whole."""
+MAX_UNBODIED_BYTES = MAX_HEAD_LINE_BYTES
+"""Bytes of the body phase that carry no body (chunk lines, trailers) allowed in a row."""
 _NO_BODY = frozenset({204, 304})
 
 
@@ -121,13 +126,26 @@ class Http11Pool:
         return None
 
     async def _connect(self, key: tuple[str, int], connect: float | None, pool: float | None) -> _Connection:
+        """A new connection, with aiohttp's bounds as `_acquire_bound` sets them: each TCP connect within
+        `connect`, the whole set-up (resolving the name included) within the pool wait and `connect` together.
+        Each address the name resolves to is tried in turn."""
         loop = asyncio.get_running_loop()
-        # aiohttp's bounds, as `_acquire_bound` sets them: the TCP connect within `connect`, the whole set-up
-        # within the pool wait and the connect timeout together.
-        bounds = [t for t in (connect, None if pool is None or connect is None else pool + connect) if t is not None]
+        whole = None if pool is None or connect is None else pool + connect
         try:
-            async with asyncio.timeout(min(bounds) if bounds else None):
-                transport, connection = await loop.create_connection(_Connection, key[0], key[1])
+            async with asyncio.timeout(whole):
+                infos = await loop.getaddrinfo(key[0], key[1], type=socket.SOCK_STREAM)
+                failure: BaseException = OSError(f"{key[0]} resolved to no address")
+                for family, _kind, proto, _, address in infos:
+                    try:
+                        async with asyncio.timeout(connect):
+                            transport, connection = await loop.create_connection(
+                                _Connection, str(address[0]), key[1], family=family, proto=proto
+                            )
+                        break
+                    except (OSError, TimeoutError) as error:
+                        failure = error
+                else:
+                    raise failure
         except TimeoutError:
             raise httpx.ConnectTimeout(f"could not connect to {key[0]}:{key[1]} in time") from None
         except OSError as error:
@@ -171,6 +189,11 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.sent_at: float | None = None
         self._parser = httptools.HttpResponseParser(self)
+        # As aiohttp reads answers (its response parser is llhttp too): a quirky upstream's header value, bare LF line
+        # ends and spaces after a chunk size are read, not refused.
+        self._parser.set_dangerous_leniencies(
+            lenient_headers=True, lenient_optional_cr_before_lf=True, lenient_spaces_after_chunk_size=True
+        )
         self._loop = asyncio.get_running_loop()
         self._asking = False  # an answer is awaited or being read: bytes are its
         self._closed = False
@@ -178,6 +201,8 @@ class _Connection(asyncio.Protocol):
         self._head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0
+        self._heard = 0.0  # the loop's time of the head's last bytes
+        self._unbodied = 0
         self._head_in = False
         self._interim = False
         self._status = 0
@@ -213,6 +238,7 @@ class _Connection(asyncio.Protocol):
         self.transport.write(request)
         self.sent_at = time.perf_counter()
         if read_timeout is not None:
+            self._heard = self._loop.time()
             self._timer = self._loop.call_later(read_timeout, self._head_timed_out, read_timeout)
         try:
             return await self._head
@@ -259,7 +285,7 @@ class _Connection(asyncio.Protocol):
         self._asking = False
         self._head = None
         self._headers = []
-        self._head_bytes = 0
+        self._head_bytes = self._unbodied = 0
         self._head_in = self._whole = False
         self.sent_at = None
         return True
@@ -291,9 +317,12 @@ class _Connection(asyncio.Protocol):
             return
         if not self._head_in:
             self._head_bytes += len(data)
-            if self._head_bytes > _MAX_HEAD_BYTES:
-                self._fail(MalformedAnswer(f"the answer's head is larger than {_MAX_HEAD_BYTES} bytes"))
+            self._heard = self._loop.time()
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(MalformedAnswer(f"the answer's head is larger than {MAX_HEAD_BYTES} bytes"))
                 return
+        else:
+            self._unbodied += len(data)  # back to 0 with each piece of body (`on_body`)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -308,6 +337,9 @@ class _Connection(asyncio.Protocol):
             else:
                 kind = httpx.RemoteProtocolError if self._head_in else MalformedAnswer
                 self._fail(kind(f"the answer is not valid HTTP/1.1: {str(error)[:200]}"))
+        if self._unbodied > MAX_UNBODIED_BYTES and not self._whole:
+            # A trailer or chunk line growing without a byte of body (llhttp would hold it all).
+            self._fail(httpx.RemoteProtocolError(f"more than {MAX_UNBODIED_BYTES} bytes of chunk lines and trailers"))
         if len(self._buffer) > BUFFER_BYTES and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
@@ -334,7 +366,7 @@ class _Connection(asyncio.Protocol):
             raise _Refused(MalformedAnswer(f"the answer has more than {MAX_RESPONSE_HEADERS} headers"))
         if len(name) + len(value) + 2 > MAX_HEAD_LINE_BYTES:
             raise _Refused(MalformedAnswer(f"an answer header is longer than {MAX_HEAD_LINE_BYTES} bytes"))
-        self._headers.append((name, value))
+        self._headers.append((name, value.rstrip(b" \t")))  # a value's trailing whitespace is not part of it
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
@@ -347,13 +379,15 @@ class _Connection(asyncio.Protocol):
         self._head_in = True
         self._keep_alive = self._parser.should_keep_alive()
         names = {name.lower() for name, _ in self._headers}
-        self._until_close = (
-            status not in _NO_BODY and b"content-length" not in names and b"transfer-encoding" not in names
-        )
+        codings = b",".join(v for n, v in self._headers if n.lower() == b"transfer-encoding").split(b",")
+        chunked = b"transfer-encoding" in names and codings[-1].strip().lower() == b"chunked"
+        # RFC 9112, 6.3: no length and not chunked last (any other coding included): the body ends with the connection.
+        self._until_close = status not in _NO_BODY and b"content-length" not in names and not chunked
         if self._head is not None and not self._head.done():
             self._head.set_result((status, self._headers))
 
     def on_body(self, body: bytes) -> None:
+        self._unbodied = 0
         self._buffer += body
         self._wake()
 
@@ -384,9 +418,16 @@ class _Connection(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError("Server disconnected"))
 
     def _head_timed_out(self, seconds: float) -> None:
+        """The read timeout as aiohttp's and httpx's run it, as silence: each of the head's reads (an interim answer's
+        too) starts it again. One timer a call, set again only where bytes came meanwhile."""
         self._timer = None
-        if self._head is not None and not self._head.done():
-            self._fail(httpx.ReadTimeout(f"no answer within {seconds:g} s"))
+        if self._head is None or self._head.done():
+            return
+        left = self._heard + seconds - self._loop.time()
+        if left > 0:
+            self._timer = self._loop.call_later(left, self._head_timed_out, seconds)
+            return
+        self._fail(httpx.ReadTimeout(f"nothing from the upstream for {seconds:g} s"))
 
     def _fail(self, error: Exception) -> None:
         if self._error is None and self._asking and not self._whole:

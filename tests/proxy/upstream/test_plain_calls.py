@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from contextlift.proxy.errors import UpstreamConnectionLost, UpstreamProtocolError
+from contextlift.proxy.errors import UpstreamConnectionLost, UpstreamError, UpstreamProtocolError
 from contextlift.proxy.upstream.client import UpstreamClient
 from contextlift.proxy.upstream.transport import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS
 from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
@@ -215,3 +215,75 @@ async def test_a_kept_alive_connection_the_upstream_closed_while_idle_is_not_use
         assert [first, await fetch(upstream)] == [(200, numbered(0)), (200, numbered(1))]
         await upstream.aclose()
     assert len(heads) == 2
+
+
+# --- found by a hostile review of this client ------------------------------------------------------------------------
+
+
+async def test_a_trailer_growing_without_end_is_refused_before_it_is_held() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-t: ")
+        for _ in range(64):  # 16 MiB of one trailer line, as fast as the socket takes it
+            writer.write(b"a" * (256 * 1024))
+            await writer.drain()
+        writer.write(b"\r\n\r\n")
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        with pytest.raises(UpstreamError):
+            await fetch(upstream)
+        await upstream.aclose()
+
+
+async def test_one_header_line_growing_without_end_is_refused_at_the_heads_bound() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nx-big: ")
+        for _ in range(16):  # 4 MiB of one line; refused at MAX_HEAD_BYTES, long before its end
+            writer.write(b"a" * (256 * 1024))
+            await writer.drain()
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        with pytest.raises(UpstreamProtocolError), mapped_transport_errors("before answering"):
+            await fetch(upstream)
+        await upstream.aclose()
+
+
+async def test_a_body_whose_last_coding_is_not_chunked_ends_with_the_connection() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: identity\r\n\r\n" + OK)
+        await writer.drain()
+        writer.close()
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        assert await fetch(upstream) == (200, OK)
+        await upstream.aclose()
+
+
+async def test_the_read_timeout_is_silence_so_interim_answers_keep_a_slow_upstream_alive() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        for _ in range(6):  # 0.6 s of "102 Processing", each well within the 0.3 s read timeout
+            writer.write(b"HTTP/1.1 102 Processing\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.1)
+        writer.write(reply("200 OK", OK))
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url, timeout=0.3)
+        assert await fetch(upstream) == (200, OK)
+        await upstream.aclose()
+
+
+async def test_a_quirky_head_is_read_as_aiohttp_reads_it() -> None:
+    async def answer(writer: asyncio.StreamWriter, n: int) -> None:
+        writer.write(b"HTTP/1.1 200 OK\ncontent-length: 12\nx-padded:   value  \t\n\n" + OK)
+
+    async with scripted(answer) as (url, _):
+        upstream = client(url)
+        answer_read = await upstream.fetch(
+            "POST", "chat/completions", headers={}, content=b"{}", lease=None, deadline=upstream.deadline()
+        )
+        assert (answer_read.status_code, answer_read.body) == (200, OK)
+        assert answer_read.headers["x-padded"] == "value"
+        await upstream.aclose()
