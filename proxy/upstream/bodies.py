@@ -17,7 +17,7 @@ import httpx
 
 from contextlift.proxy.budget import Lease
 from contextlift.proxy.errors import UpstreamBodyTooLarge, UpstreamProtocolError, UpstreamTimeout
-from contextlift.proxy.upstream.transport import RawAnswer
+from contextlift.proxy.upstream.answers import RawAnswer
 
 ACCEPT_ENCODING = "gzip, deflate"
 _STEP = 64 * 1024

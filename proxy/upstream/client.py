@@ -28,11 +28,12 @@ import structlog
 
 from contextlift.proxy.budget import Lease
 from contextlift.proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
+from contextlift.proxy.upstream.answers import WAIT_EXTENSION, RawAnswer
 from contextlift.proxy.upstream.bodies import ACCEPT_ENCODING, read_whole
 from contextlift.proxy.upstream.headers import forwarded_headers
 from contextlift.proxy.upstream.key_guard import KeyGuard
 from contextlift.proxy.upstream.retry import RetryPolicy
-from contextlift.proxy.upstream.transport import WAIT_EXTENSION, RawAnswer, TimedTransport
+from contextlift.proxy.upstream.transport import TimedTransport
 from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 
 _CLIENT_HEADERS = (

@@ -37,7 +37,7 @@ from typing import Any, cast
 import httptools
 import httpx
 
-from contextlift.proxy.upstream.transport import (
+from contextlift.proxy.upstream.answers import (
     MAX_HEAD_LINE_BYTES,
     MAX_RESPONSE_HEADERS,
     SENT_EXTENSION,

@@ -20,7 +20,7 @@ from contextlift.proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from contextlift.proxy.upstream.transport import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS, MalformedAnswer
+from contextlift.proxy.upstream.answers import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS, MalformedAnswer
 
 
 def _pool_exhausted(error: httpx.HTTPError, what: str, answered: bool) -> UpstreamError:
