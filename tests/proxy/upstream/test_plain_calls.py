@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from contextlift.proxy.errors import UpstreamConnectionLost, UpstreamError, UpstreamProtocolError
-from contextlift.proxy.upstream.client import UpstreamClient
+from contextlift.proxy.upstream.client import Fetched, UpstreamClient
 from contextlift.proxy.upstream.transport import MAX_HEAD_LINE_BYTES, MAX_RESPONSE_HEADERS
 from contextlift.proxy.upstream.transport_errors import mapped_transport_errors
 from tests.proxy.upstream.test_upstream_transport import OK, client, fetch, reply
@@ -22,6 +22,13 @@ Answer = list[tuple[int, bytes]]
 
 def numbered(n: int) -> bytes:
     return b'{"answer": %d}' % n
+
+
+async def fetched(upstream: UpstreamClient) -> Fetched:
+    """The whole answer `fetch` gives (its headers too), for a small chat call."""
+    return await upstream.fetch(
+        "POST", "chat/completions", headers={}, content=b"{}", lease=None, deadline=upstream.deadline()
+    )
 
 
 async def calls(upstream: UpstreamClient, count: int) -> Answer:
@@ -92,9 +99,7 @@ async def test_a_chunked_body_is_joined_and_its_trailer_never_joins_the_head() -
     async with scripted(answer) as (url, _):
         upstream = client(url)
         for _ in range(2):
-            answer_read = await upstream.fetch(
-                "POST", "chat/completions", headers={}, content=b"{}", lease=None, deadline=upstream.deadline()
-            )
+            answer_read = await fetched(upstream)
             assert (answer_read.status_code, answer_read.body) == (200, OK)
             assert "x-trailer" not in answer_read.headers
         await upstream.aclose()
@@ -109,9 +114,7 @@ async def test_interim_answers_are_skipped_and_the_final_one_read() -> None:
 
     async with scripted(answer) as (url, _):
         upstream = client(url)
-        answer_read = await upstream.fetch(
-            "POST", "chat/completions", headers={}, content=b"{}", lease=None, deadline=upstream.deadline()
-        )
+        answer_read = await fetched(upstream)
         assert (answer_read.status_code, answer_read.body) == (200, OK)
         assert answer_read.headers["x-final"] == "yes"
         assert "link" not in answer_read.headers
@@ -281,9 +284,7 @@ async def test_a_quirky_head_is_read_as_aiohttp_reads_it() -> None:
 
     async with scripted(answer) as (url, _):
         upstream = client(url)
-        answer_read = await upstream.fetch(
-            "POST", "chat/completions", headers={}, content=b"{}", lease=None, deadline=upstream.deadline()
-        )
+        answer_read = await fetched(upstream)
         assert (answer_read.status_code, answer_read.body) == (200, OK)
         assert answer_read.headers["x-padded"] == "value"
         await upstream.aclose()
