@@ -162,7 +162,12 @@ def _held(strategy: str, group: dict[str, Any]) -> str:
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     # The proxy started for an eval logs warnings only: the progress bar is the output.
     # The seed of medoid's permutations and voting calls too: a request is answered the same way in every run.
-    return {"upstream_url": args.upstream, "log_level": "warning", "strategy_seed": args.seed}
+    return {
+        "upstream_url": args.upstream,
+        "log_level": "warning",
+        "strategy_seed": args.seed,
+        "local_model": args.local_model,
+    }
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -45,6 +45,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     add("--upstream", help="for the proxy started here: OpenAI-compatible base URL (default: the embedded model)")
     add("--port", type=int, default=0, help="for the proxy started here: its loopback port (default: a free one)")
     add("--config", type=Path, help="for the proxy started here: TOML file of settings")
+    add(
+        "--local-model",
+        metavar="NAME",
+        help="for the proxy started here without an upstream: the embedded model to answer (default smollm2-135m; "
+        "`contextlift serve --help` lists them)",
+    )
     add("--model", help="model name sent in each request (default: the first one the proxy lists)")
     add("--api-key", help="bearer token sent with each request (forwarded upstream); never written to output")
     add("--profile", choices=list(PROFILES), default="quick", help="quick: minutes on 2 CPU cores; full: paper sizes")

@@ -16,6 +16,7 @@ import atexit
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -26,7 +27,9 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError as SourceError
 
 from contextlift.proxy.edge.server import build_server
-from contextlift.proxy.local_model import LocalModelError, local_model_for, upstream_for
+from contextlift.proxy.embedded_models import DEFAULT as DEFAULT_MODEL
+from contextlift.proxy.embedded_models import MODELS, LocalModelError
+from contextlift.proxy.local_model import local_model_for, upstream_for
 from contextlift.proxy.observability.logs import configure_logging
 from contextlift.proxy.observability.telemetry import configure_tracing
 from contextlift.proxy.settings import Settings, SettingsError, invalid_settings_text, load_settings
@@ -48,24 +51,37 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run the proxy (in front of the embedded model unless --upstream)",
-        description="Run the proxy: in front of --upstream, else in front of the embedded SmolLM2 model.",
-        epilog="--host, --port and --upstream set three of its settings. Every setting is an environment variable "
-        "CONTEXTLIFT_<NAME> (the traces' exporter reads the standard OTEL_* ones) and a key of the --config file; "
-        "flags override variables, which override the file. Each CONTEXTLIFT_* setting, with its default and "
-        "meaning, is described in the repository's docs/reference/settings.md (how settings are given: "
-        "docs/configuration.md).",
+        description="Run the proxy: in front of --upstream, else in front of an embedded model (--model).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_MODELS_HELP
+        + "\n\n"
+        + textwrap.fill(
+            "--host, --port, --upstream and --model set four of its settings. Every setting is an environment "
+            "variable CONTEXTLIFT_<NAME> (the traces' exporter reads the standard OTEL_* ones) and a key of the "
+            "--config file; flags override variables, which override the file. Each CONTEXTLIFT_* setting, with its "
+            "default and meaning, is described in the repository's docs/reference/settings.md (how settings are "
+            "given: docs/configuration.md).",
+            100,
+        ),
     )
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080)")
     serve.add_argument("--upstream", dest="upstream_url", help="OpenAI-compatible base URL, e.g. http://vllm:8000/v1")
     serve.add_argument("--config", type=Path, help="TOML file of settings (environment variables override it)")
+    _model_argument(serve)
     serve.set_defaults(run=_serve, settings_overrides=_serve_overrides)
 
-    local = commands.add_parser("local-model", help="run the embedded SmolLM2 llama.cpp server alone")
+    local = commands.add_parser(
+        "local-model",
+        help="run an embedded model's llama.cpp server alone",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_MODELS_HELP,
+    )
     local.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     local.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
     local.add_argument("--config", type=Path, help="TOML file of settings")
-    local.set_defaults(run=_local_model)
+    _model_argument(local)
+    local.set_defaults(run=_local_model, settings_overrides=_model_override)
 
     detect = commands.add_parser("detect", help="show the documents, format and question found in a request body")
     detect.add_argument("body", nargs="?", type=Path, help="a chat-completions JSON body (default: standard input)")
@@ -86,6 +102,29 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     if not (words and words[0] in BUILT_IN):
         _plugin_commands(commands)
     return parser
+
+
+_MODELS_HELP = (
+    "embedded models (--model NAME): the GGUF file's size, its speed on 2 CPU cores, its licence\n"
+    + "\n".join(
+        textwrap.fill(model.describe(), 100, initial_indent="  ", subsequent_indent="      ")
+        for model in MODELS.values()
+    )
+)
+
+
+def _model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        dest="local_model",
+        metavar="NAME",
+        help=f"the embedded model to serve when no upstream is set (default {DEFAULT_MODEL}; listed below): "
+        "its packages must be installed (scripts/serve --model NAME installs them)",
+    )
+
+
+def _model_override(args: argparse.Namespace) -> dict[str, Any]:
+    return {"local_model": args.local_model}
 
 
 def _plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -139,12 +178,15 @@ def _healthcheck(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {"host": args.host, "port": args.port, "upstream_url": args.upstream_url}
+    return {"host": args.host, "port": args.port, "upstream_url": args.upstream_url, **_model_override(args)}
 
 
-def _serve(args: argparse.Namespace, settings: Settings) -> NoReturn:
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from contextlift.proxy.app import create_app
 
+    if args.local_model and settings.upstream_url:
+        log.error("cannot start", error="--model names an embedded model, which serves only without an upstream")
+        return 2
     with upstream_for(settings) as upstream:
         settings = settings.model_copy(update={"upstream_url": upstream.url})
         app = create_app(settings)

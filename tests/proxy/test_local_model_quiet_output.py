@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contextlift.proxy.local_model import LocalModel, LocalModelError
+from contextlift.proxy.embedded_models import LocalModelError
+from contextlift.proxy.local_model import LocalModel
 
 
 def test_a_quiet_model_that_cannot_start_reports_its_own_output(
