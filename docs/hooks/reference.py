@@ -147,7 +147,8 @@ SETTING_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Policy", "What `X-Context-Strategy: auto` applies ([Auto](../auto.md)).", ("policy_",)),
     ("Shadow", "Candidates tried on live traffic, out of the client's path ([Shadow](../shadow.md)).", ("shadow_",)),
     ("Observability", "Logs and traces; the metrics need no setting ([Metrics](metrics.md)).", ("log_", "otel_")),
-    ("Local model", "The embedded llama.cpp server, started when no upstream is set.", ("local_model_",)),
+    ("Local model", "The embedded llama.cpp server and its model, started when no upstream is set.",
+     ("local_model", "local_model_")),
 )  # fmt: skip
 """The settings page's sections, in order: a key ending in `_` takes every field it starts, another key the field of
 that name; the longest key that matches places a field (`max_upstream_calls` in the upstream's, not with `max_`).

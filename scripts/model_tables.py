@@ -1,0 +1,153 @@
+"""The references answered on each embedded model, side by side: reads the reports `scripts/reference_eval_model`
+wrote under docs/results/models/MODEL/SHAPE and prints, per shape and distractor regime, one row per model and
+pipeline (accuracy with the gold first / in the middle / last, the lift over `none` on the same cases with its
+interval, wins/losses, Holm's p and the A/A floor, and whether it holds by the report's verdict rule); and draws
+`none`'s accuracy by position, one line per model, for each shape and regime (docs/results/models/u-curve-*.png).
+
+    .venv/bin/python scripts/model_tables.py            # prints the tables docs/results/index.md quotes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from contextlift.proxy.embedded_models import MODELS
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {
+    "paper": "the paper's prompt",
+    "separated": 'LangChain\'s stuff chain, `"\\n\\n---\\n\\n"` join',
+    "blank": "LangChain's stuff chain, its default blank-line join",
+}
+REGIMES = {"standard": "easy", "hard": "hard"}
+POSITIONS = (0, 4, 9)
+"""The gold's index among 10 documents at 0%, 50% and 100%."""
+
+
+def _report(folder: Path) -> dict[str, Any] | None:
+    path = folder / "results.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _holds(row: dict[str, Any]) -> str:
+    if row["value"] > 0 and row["wins"] + row["losses"] >= 10 and row.get("p_holm", 1) < 0.05:
+        return "yes" if row["ci95"][0] > row.get("floor", 0) else "no (inside the floor)"
+    if row["value"] < 0 and row["wins"] + row["losses"] >= 10 and row.get("p_holm", 1) < 0.05:
+        return "a significant loss"
+    return "no"
+
+
+def _by_position(report: dict[str, Any], variant: str, strategy: str) -> str:
+    cells = {
+        row["position"]: row
+        for row in report["accuracy"]
+        if row["variant"] == variant and row["strategy"] == strategy and row["position"] is not None
+    }
+    return " / ".join(f"{cells[p]['value']:.2f}" if p in cells else "-" for p in POSITIONS)
+
+
+def _n_per_position(report: dict[str, Any], variant: str) -> int:
+    return max((row["n"] for row in report["accuracy"] if row["variant"] == variant and row["position"] == 0), default=0)
+
+
+def tables(root: Path) -> list[str]:
+    lines: list[str] = []
+    for shape, title in SHAPES.items():
+        for variant, regime in REGIMES.items():
+            rows = []
+            for name in MODELS:
+                report = _report(root / name / shape)
+                if report is None:
+                    continue
+                floor = next((f for f in report["noise_floor"] if f["variant"] == variant), None)
+                floor_text = f"{floor['floor']:.3f} ({floor['n']})" if floor else "-"
+                n = _n_per_position(report, variant)
+                rows.append(
+                    f"| `{name}` | `none` | {_by_position(report, variant, 'none')} | | | | | {3 * n} | {floor_text} | |"
+                )
+                for lift in report["lift"]:
+                    if lift["variant"] != variant or lift["size"] is not None:
+                        continue
+                    ci = f"[{lift['ci95'][0]:+.3f}, {lift['ci95'][1]:+.3f}]"
+                    rows.append(
+                        f"| `{name}` | `{lift['strategy']}` | {_by_position(report, variant, lift['strategy'])} | "
+                        f"{lift['value']:+.3f} | {ci} | {lift['wins']}/{lift['losses']} | "
+                        f"{lift.get('p_holm', lift['p']):.2g} /{lift.get('family', 1)} | {lift['n']} | {floor_text} | "
+                        f"{_holds(lift)} |"
+                    )
+            if not rows:
+                continue
+            lines += [
+                f"#### {title}, {regime} distractors",
+                "",
+                "| model | pipeline | first / middle / last | lift | 95% CI | wins/losses | p (Holm) | n | floor | holds |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+                *rows,
+                "",
+            ]
+    return lines
+
+
+def draw(root: Path) -> list[Path]:
+    """`none`'s accuracy by the gold's position, one line per model with its 95% interval, per shape and regime."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    drawn = []
+    for shape, title in SHAPES.items():
+        for variant, regime in REGIMES.items():
+            figure = Figure(figsize=(5.5, 3.6))
+            axes = figure.subplots()
+            plotted = False
+            for name in MODELS:
+                report = _report(root / name / shape)
+                if report is None:
+                    continue
+                cells = {
+                    row["position"]: row
+                    for row in report["accuracy"]
+                    if row["variant"] == variant and row["strategy"] == "none" and row["position"] in POSITIONS
+                }
+                if not cells:
+                    continue
+                xs = [p + 1 for p in POSITIONS if p in cells]
+                ys = [cells[p]["value"] for p in POSITIONS if p in cells]
+                low = [cells[p]["value"] - cells[p]["ci95"][0] for p in POSITIONS if p in cells]
+                high = [cells[p]["ci95"][1] - cells[p]["value"] for p in POSITIONS if p in cells]
+                n = cells[POSITIONS[0]]["n"]
+                axes.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=f"{name} (n = {n})")
+                plotted = True
+            if not plotted:
+                continue
+            axes.set_title(f"none, {title}, {regime} distractors", fontsize=9)
+            axes.set_xlabel("position of the gold document among 10")
+            axes.set_ylabel("accuracy")
+            axes.set_xticks([p + 1 for p in POSITIONS])
+            axes.set_ylim(-0.05, 1.05)
+            axes.legend(fontsize=7)
+            figure.tight_layout()
+            path = root / f"u-curve-{shape}-{regime}.png"
+            figure.savefig(path, dpi=110)
+            drawn.append(path)
+    return drawn
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT / "docs" / "results" / "models")
+    parser.add_argument("--no-plots", action="store_true", help="print the tables only")
+    args = parser.parse_args()
+    print("\n".join(tables(args.root)))
+    if not args.no_plots:
+        for path in draw(args.root):
+            print(f"drew {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
