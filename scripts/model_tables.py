@@ -50,7 +50,8 @@ def _by_position(report: dict[str, Any], variant: str, strategy: str) -> str:
 
 
 def _n_per_position(report: dict[str, Any], variant: str) -> int:
-    return max((row["n"] for row in report["accuracy"] if row["variant"] == variant and row["position"] == 0), default=0)
+    sizes = [row["n"] for row in report["accuracy"] if row["variant"] == variant and row["position"] == 0]
+    return max(sizes, default=0)
 
 
 def tables(root: Path) -> list[str]:
@@ -65,9 +66,8 @@ def tables(root: Path) -> list[str]:
                 floor = next((f for f in report["noise_floor"] if f["variant"] == variant), None)
                 floor_text = f"{floor['floor']:.3f} ({floor['n']})" if floor else "-"
                 n = _n_per_position(report, variant)
-                rows.append(
-                    f"| `{name}` | `none` | {_by_position(report, variant, 'none')} | | | | | {3 * n} | {floor_text} | |"
-                )
+                none = _by_position(report, variant, "none")
+                rows.append(f"| `{name}` | `none` | {none} | | | | | {3 * n} | {floor_text} | |")
                 for lift in report["lift"]:
                     if lift["variant"] != variant or lift["size"] is not None:
                         continue
@@ -83,7 +83,8 @@ def tables(root: Path) -> list[str]:
             lines += [
                 f"#### {title}, {regime} distractors",
                 "",
-                "| model | pipeline | first / middle / last | lift | 95% CI | wins/losses | p (Holm) | n | floor | holds |",
+                "| model | pipeline | first / middle / last | lift | 95% CI | wins/losses | p (Holm) | n | floor "
+                "| holds |",
                 "|---|---|---|---|---|---|---|---|---|---|",
                 *rows,
                 "",
