@@ -175,6 +175,11 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
     if not args.shard and not args.dry_run and not _can_plot():
         return _reporting_eval_errors(_missing_extra)
+    if args.local_model and (args.proxy or settings.upstream_url):
+        # Its answers would be another model's, filed under this one's name (a report's folder, a cache).
+        print("contextlift eval: --local-model names an embedded model, which answers only without --upstream, "
+              "--proxy or an upstream_url setting", file=sys.stderr)  # fmt: skip
+        return 2
     # Whether the upstream is on this machine: a large run elsewhere asks first. Behind --proxy it is not known.
     local = args.proxy is None and (settings.upstream_url is None or local_upstream(settings.upstream_url))
     if args.dry_run:

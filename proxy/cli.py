@@ -187,6 +187,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.local_model and settings.upstream_url:
         log.error("cannot start", error="--model names an embedded model, which serves only without an upstream")
         return 2
+    if args.local_model and settings.local_model_path:
+        log.error("cannot start", error="--model and local_model_path both name the embedded model: keep one")
+        return 2
     with upstream_for(settings) as upstream:
         settings = settings.model_copy(update={"upstream_url": upstream.url})
         app = create_app(settings)

