@@ -41,7 +41,7 @@ def test_the_model_is_assembled_checked_and_answers_through_the_proxy(name: str,
         raw = sdk.chat.completions.with_raw_response.create(
             model=model.alias,
             messages=QUESTION,
-            max_tokens=12,
+            max_tokens=24,
             temperature=0,
             extra_headers={"X-Context-Strategy": "reorder"},
         )
