@@ -4,7 +4,8 @@ pipeline (accuracy with the gold first / in the middle / last, the lift over `no
 interval, wins/losses, Holm's p and the A/A floor, and whether it holds by the report's verdict rule); and draws
 `none`'s accuracy by position, one line per model, for each shape and regime (docs/results/models/u-curve-*.png).
 
-    .venv/bin/python scripts/model_tables.py            # prints the tables docs/results/index.md quotes
+    .venv/bin/python scripts/model_tables.py            # prints the tables
+    .venv/bin/python scripts/model_tables.py --write    # writes docs/results/models/index.md and its plots
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def tables(root: Path) -> list[str]:
             if not rows:
                 continue
             lines += [
-                f"#### {title}, {regime} distractors",
+                f"## {title}, {regime} distractors",
                 "",
                 "| model | pipeline | first / middle / last | lift | 95% CI | wins/losses | p (Holm) | n | floor "
                 "| holds |",
@@ -105,7 +106,7 @@ def draw(root: Path) -> list[Path]:
             figure = Figure(figsize=(5.5, 3.6))
             axes = figure.subplots()
             plotted = False
-            for name in MODELS:
+            for offset, name in enumerate(MODELS):
                 report = _report(root / name / shape)
                 if report is None:
                     continue
@@ -116,10 +117,10 @@ def draw(root: Path) -> list[Path]:
                 }
                 if not cells:
                     continue
-                xs = [p + 1 for p in POSITIONS if p in cells]
+                xs = [p + 1 + 0.12 * (offset - 1) for p in POSITIONS if p in cells]  # side by side, not over
                 ys = [cells[p]["value"] for p in POSITIONS if p in cells]
-                low = [cells[p]["value"] - cells[p]["ci95"][0] for p in POSITIONS if p in cells]
-                high = [cells[p]["ci95"][1] - cells[p]["value"] for p in POSITIONS if p in cells]
+                low = [max(0.0, cells[p]["value"] - cells[p]["ci95"][0]) for p in POSITIONS if p in cells]
+                high = [max(0.0, cells[p]["ci95"][1] - cells[p]["value"]) for p in POSITIONS if p in cells]
                 n = cells[POSITIONS[0]]["n"]
                 axes.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=f"{name} (n = {n})")
                 plotted = True
@@ -138,15 +139,59 @@ def draw(root: Path) -> list[Path]:
     return drawn
 
 
+def reports(root: Path) -> list[str]:
+    """One line per report: the command that reproduces it, its upstream and its run."""
+    lines = []
+    for name in MODELS:
+        for shape in SHAPES:
+            report = _report(root / name / shape)
+            if report is None:
+                continue
+            run = json.loads((root / name / shape / "run.json").read_text(encoding="utf-8"))
+            upstreams = ", ".join(f"`{fingerprint}`" for fingerprint in run.get("upstreams") or {})
+            lines.append(
+                f"- [{name} / {shape}]({name}/{shape}/report.md): `scripts/reference_eval_model {name} {shape}`, "
+                f"upstream {upstreams or 'not recorded'}"
+            )
+    return lines
+
+
+def page(root: Path, drawn: list[Path]) -> str:
+    """docs/results/models/index.md: the reports, the tables and the curves."""
+    lines = [
+        "# The references on each embedded model",
+        "",
+        "Written by `.venv/bin/python scripts/model_tables.py --write` from the reports below; the summary and what",
+        "follows from it: [results](../index.md#three-embedded-models-side-by-side). Lost in the Middle's QA at 10",
+        "documents, generated fictional facts (no model knows the answers), the gold first / in the middle (index 4) /",
+        "last, 10 questions per position and regime (n = 30 paired cases per row), `none` re-asked on 6 cases per",
+        "regime for the A/A floor. Accuracy is `best_subspan_em`; lifts, intervals, tests and the verdict rule are the",
+        "report's ([reading a lift](../index.md#reading-a-lift)); Holm's family is the pipelines of one report and",
+        "regime (`/1` or `/2`).",
+        "",
+        *reports(root),
+        "",
+        *tables(root),
+    ]
+    for path in drawn:
+        lines += [f"![{path.stem}]({path.name})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT / "docs" / "results" / "models")
     parser.add_argument("--no-plots", action="store_true", help="print the tables only")
+    parser.add_argument("--write", action="store_true", help="write ROOT/index.md with the tables and the plots")
     args = parser.parse_args()
+    drawn = [] if args.no_plots else draw(args.root)
+    if args.write:
+        (args.root / "index.md").write_text(page(args.root, drawn), encoding="utf-8")
+        print(f"wrote {args.root / 'index.md'}")
+        return 0
     print("\n".join(tables(args.root)))
-    if not args.no_plots:
-        for path in draw(args.root):
-            print(f"drew {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    for path in drawn:
+        print(f"drew {path}")
     return 0
 
 
