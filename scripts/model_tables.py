@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contextlift.eval.verdicts.stats import pairs_to_decide
 from contextlift.proxy.embedded_models import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +40,15 @@ def _holds(row: dict[str, Any]) -> str:
     if row["value"] < 0 and row["wins"] + row["losses"] >= 10 and row.get("p_holm", 1) < 0.05:
         return "a significant loss"
     return "no"
+
+
+def _to_decide(lift: dict[str, Any]) -> str:
+    """The paired cases at which a lift of this size, with this share of pairs differing, would hold with 80% power
+    (the eval's own reckoning); `-` where nothing differed or the lift is not above zero."""
+    if lift["value"] <= 0 or not lift["wins"] + lift["losses"]:
+        return "-"
+    needed = pairs_to_decide(lift["value"], (lift["wins"] + lift["losses"]) / lift["n"], lift.get("family", 1))
+    return "-" if needed is None else str(needed)
 
 
 def _by_position(report: dict[str, Any], variant: str, strategy: str) -> str:
@@ -68,7 +78,7 @@ def tables(root: Path) -> list[str]:
                 floor_text = f"{floor['floor']:.3f} ({floor['n']})" if floor else "-"
                 n = _n_per_position(report, variant)
                 none = _by_position(report, variant, "none")
-                rows.append(f"| `{name}` | `none` | {none} | | | | | {3 * n} | {floor_text} | |")
+                rows.append(f"| `{name}` | `none` | {none} | | | | | {3 * n} | {floor_text} | | |")
                 for lift in report["lift"]:
                     if lift["variant"] != variant or lift["size"] is not None:
                         continue
@@ -77,7 +87,7 @@ def tables(root: Path) -> list[str]:
                         f"| `{name}` | `{lift['strategy']}` | {_by_position(report, variant, lift['strategy'])} | "
                         f"{lift['value']:+.3f} | {ci} | {lift['wins']}/{lift['losses']} | "
                         f"{lift.get('p_holm', lift['p']):.2g} /{lift.get('family', 1)} | {lift['n']} | {floor_text} | "
-                        f"{_holds(lift)} |"
+                        f"{_holds(lift)} | {_to_decide(lift)} |"
                     )
             if not rows:
                 continue
@@ -85,8 +95,8 @@ def tables(root: Path) -> list[str]:
                 f"## {title}, {regime} distractors",
                 "",
                 "| model | pipeline | first / middle / last | lift | 95% CI | wins/losses | p (Holm) | n | floor "
-                "| holds |",
-                "|---|---|---|---|---|---|---|---|---|---|",
+                "| holds | n to decide |",
+                "|---|---|---|---|---|---|---|---|---|---|---|",
                 *rows,
                 "",
             ]
