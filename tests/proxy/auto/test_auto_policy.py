@@ -129,6 +129,19 @@ def test_the_built_in_policy_and_the_example_load() -> None:
     assert "[[rule]]" in example_policy()
 
 
+@pytest.mark.parametrize("model", ["qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"])
+@pytest.mark.parametrize(
+    "reading", [("litm", "litm"), ("paragraphs", "paragraphs"), ("none", "none: ambiguous-chunks")]
+)
+def test_the_built_in_policy_applies_none_on_an_embedded_model_where_no_lift_held(
+    model: str, reading: tuple[str, str]
+) -> None:
+    """docs/results/models: no pipeline's lift held on either Qwen model, so the built-in policy has none for them."""
+    built_in = load_policy(BUILT_IN, lambda text, param: Pipeline())
+    shape, read = reading
+    assert built_in.choose(features(model=model, format=shape, reading=read)).rule == "none"
+
+
 def test_auto_applies_the_rule_and_names_its_evidence(make_client: Any, fake: FakeUpstream, tmp_path: Path) -> None:
     path = written(tmp_path, policy_text(rule("litm-promote", "reorder; order=promote", formats=["litm"])))
     client = make_client(policy_file=str(path))
