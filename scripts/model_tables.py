@@ -103,6 +103,37 @@ def tables(root: Path) -> list[str]:
     return lines
 
 
+def summary(root: Path, strategy: str | None) -> list[str]:
+    """One row per shape and regime, one column per model: `none`'s accuracy by position (strategy None), or the
+    lift of `strategy` over it with its wins/losses."""
+    names = list(MODELS)
+    lines = [
+        "| prompt, distractors | " + " | ".join(f"`{name}`" for name in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for shape, title in SHAPES.items():
+        for variant, regime in REGIMES.items():
+            cells = []
+            for name in names:
+                report = _report(root / name / shape)
+                if report is None:
+                    cells.append("not run")
+                elif strategy is None:
+                    cells.append(_by_position(report, variant, "none"))
+                else:
+                    found = [
+                        r
+                        for r in report["lift"]
+                        if r["variant"] == variant and r["size"] is None and r["strategy"] == strategy
+                    ]
+                    cells.append(
+                        f"{found[0]['value']:+.3f} ({found[0]['wins']}/{found[0]['losses']})" if found else "-"
+                    )
+            if any(cell != "not run" for cell in cells):
+                lines.append(f"| {title}, {regime} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def draw(root: Path) -> list[Path]:
     """`none`'s accuracy by the gold's position, one line per model with its 95% interval, per shape and regime."""
     import matplotlib
@@ -193,7 +224,14 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT / "docs" / "results" / "models")
     parser.add_argument("--no-plots", action="store_true", help="print the tables only")
     parser.add_argument("--write", action="store_true", help="write ROOT/index.md with the tables and the plots")
+    parser.add_argument(
+        "--summary", metavar="PIPELINE", nargs="?", const="none", help="print one table, a column per model: none's "
+        "accuracy by position, or PIPELINE's lift over it"
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.summary:
+        print("\n".join(summary(args.root, None if args.summary == "none" else args.summary)))
+        return 0
     drawn = [] if args.no_plots else draw(args.root)
     if args.write:
         (args.root / "index.md").write_text(page(args.root, drawn), encoding="utf-8")
