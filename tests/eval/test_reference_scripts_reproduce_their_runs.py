@@ -5,7 +5,9 @@ regimes and prompt shape."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,13 @@ import pytest
 from contextlift.eval.plan import make_plan
 from contextlift.eval.tasks.litm_qa import DISTRACTORS, REGIMES
 from contextlift.proxy.cli import _parser
+from contextlift.proxy.embedded_models import MODELS
 from contextlift.strategies import build_registry, parse_selection
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted((ROOT / "scripts").glob("reference_eval*"))
+SCRIPTS = sorted(s for s in (ROOT / "scripts").glob("reference_eval*") if s.name != "reference_eval_model")
+MODEL_REPORTS = sorted((ROOT / "docs" / "results" / "models").glob("*/*/run.json"))
+"""scripts/reference_eval_model MODEL SHAPE wrote each of these (its arguments are the script's to compute)."""
 BARE = {"reorder; order=edges-first; ranker=minilm": "reorder", "medoid; k=5; temperature=0": "medoid; k=5"}
 MINILM = {
     f"reorder; order={order}; ranker=minilm": f"reorder; order={order}"
@@ -53,7 +58,26 @@ def test_every_reference_script_is_checked() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
 def test_the_script_asks_for_the_committed_runs_pipelines_regimes_and_shape(script: Path) -> None:
-    args = _parser().parse_args(arguments(script))
+    _asks_for_its_committed_run(arguments(script))
+
+
+@pytest.mark.parametrize("run", MODEL_REPORTS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_each_models_report_is_what_reference_eval_model_asks_for(run: Path) -> None:
+    model, shape = run.parent.parent.name, run.parent.name
+    printed = subprocess.run(
+        [str(ROOT / "scripts" / "reference_eval_model"), model, shape],
+        env={**os.environ, "PRINT_ARGUMENTS": "1"},
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    arguments = printed.split("\0")[:-1]
+    assert arguments[arguments.index("--local-model") + 1] == model
+    assert json.loads(run.read_text())["model"] == MODELS[model].alias
+    _asks_for_its_committed_run(arguments)
+
+
+def _asks_for_its_committed_run(arguments: list[str]) -> None:
+    args = _parser().parse_args(arguments)
     run = json.loads((ROOT / args.out / "run.json").read_text())
     bare = ON_THE_DAY.get(args.out.name, {})
     assert not set(args.strategies) & set(bare.values()), "a name that meant another pipeline on the day"
