@@ -51,12 +51,17 @@ def _to_decide(lift: dict[str, Any]) -> str:
     return "-" if needed is None else str(needed)
 
 
-def _by_position(report: dict[str, Any], variant: str, strategy: str) -> str:
-    cells = {
+def _cells(report: dict[str, Any], variant: str, strategy: str) -> dict[int, dict[str, Any]]:
+    """The accuracy rows of one regime and pipeline, by the gold's position."""
+    return {
         row["position"]: row
         for row in report["accuracy"]
-        if row["variant"] == variant and row["strategy"] == strategy and row["position"] is not None
+        if row["variant"] == variant and row["strategy"] == strategy and row["position"] in POSITIONS
     }
+
+
+def _by_position(report: dict[str, Any], variant: str, strategy: str) -> str:
+    cells = _cells(report, variant, strategy)
     return " / ".join(f"{cells[p]['value']:.2f}" if p in cells else "-" for p in POSITIONS)
 
 
@@ -151,11 +156,7 @@ def draw(root: Path) -> list[Path]:
                 report = _report(root / name / shape)
                 if report is None:
                     continue
-                cells = {
-                    row["position"]: row
-                    for row in report["accuracy"]
-                    if row["variant"] == variant and row["strategy"] == "none" and row["position"] in POSITIONS
-                }
+                cells = _cells(report, variant, "none")
                 if not cells:
                     continue
                 xs = [p + 1 + 0.12 * (offset - 1) for p in POSITIONS if p in cells]  # side by side, not over
