@@ -22,6 +22,7 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     add_eval_arguments(evaluate)
     evaluate.add_argument("--write-policy", type=Path, help="also write a policy for `auto` from this run's report")
     evaluate.add_argument("--max-cost", help="for --write-policy: ceiling relative to none, e.g. calls=2,latency=1.5")
+    evaluate.add_argument("--keep", help="for --write-policy: " + KEEP_HELP)
     evaluate.set_defaults(run=_eval, settings_overrides=_eval_overrides)
     merge = commands.add_parser("eval-merge", help="one report from the parts of a sharded eval")
     add_merge_arguments(merge)
@@ -35,6 +36,7 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     policy.add_argument("--out", type=Path, help="the policy file (default: standard output)")
     policy.add_argument("--max-cost", help="ceiling relative to none, e.g. calls=2,latency=1.5")
+    policy.add_argument("--keep", help=KEEP_HELP)
     policy.add_argument("--example", action="store_true", help="print a small valid policy file with comments")
     policy.set_defaults(run=_policy, settings=False)
     rankers = commands.add_parser("eval-rankers", help="where each ranker puts the gold document (no model needed)")
@@ -91,17 +93,50 @@ def _policy(args: argparse.Namespace, _: None) -> int:
     if not args.reports:
         print("contextlift policy: name report folders, or --example", file=sys.stderr)
         return 2
-    return _write_policy(args.reports, args.max_cost, args.out)
+    return _write_policy(args.reports, args.max_cost, args.out, args.keep)
 
 
-def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None) -> int:
+KEEP_HELP = (
+    "the policy whose rules stay where the reports do not contradict them: a policy file, `built-in`, or `none`; "
+    "default: the file being written where it exists, else the built-in policy"
+)
+
+
+def _kept_rules(keep: str | None, out: Path | None) -> tuple[str, list[dict[str, Any]]] | None:
+    """The name and rules of the policy to keep from (`--keep`), None for `none`.
+
+    Raises:
+        ValueError: the file is not a policy (or not TOML).
+        OSError: it cannot be read.
+    """
+    import tomllib
+    from importlib import resources
+
+    if keep == "none":
+        return None
+    if keep is None:
+        keep = str(out) if out is not None and out.is_file() else "built-in"
+    if keep == "built-in":
+        text = resources.files("contextlift.proxy.policies").joinpath("reference.toml").read_text(encoding="utf-8")
+    else:
+        text = Path(keep).read_text(encoding="utf-8")
+    try:
+        rules = tomllib.loads(text).get("rule", [])
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"--keep {keep}: not a policy ({error})") from None
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise ValueError(f"--keep {keep}: not a policy (its rules are not a list of tables)")
+    return ("the built-in policy" if keep == "built-in" else Path(keep).name), rules
+
+
+def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None, keep: str | None = None) -> int:
     from contextlift.eval.policy_writer import CostCeiling, write_policy, write_policy_file
 
     if out is not None and out.is_dir():  # before the reports are read: nothing could be written
         print(f"contextlift policy: --out {out} is a folder; name the policy file", file=sys.stderr)
         return 2
     try:
-        text = write_policy(reports, CostCeiling.parse(max_cost))
+        text = write_policy(reports, CostCeiling.parse(max_cost), _kept_rules(keep, out))
         if out is not None:
             write_policy_file(out, text)
     except OSError as error:  # the file's name and the system's reason, on one line
@@ -146,17 +181,22 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
 
 
 def _held(strategy: str, group: dict[str, Any]) -> str:
-    """A pipeline whose lift holds over all probes, with what the probes that test its ranker say where they differ."""
+    """A pipeline whose lift holds over all probes; a ranked one with its lift on the probes its ranker can find
+    the needle in and on those it cannot (`nolima`), which the policy judges it by."""
     from contextlift.eval.policy_writer import ranks_documents
-    from contextlift.strategies.probes import RANKER_KIND
+    from contextlift.strategies.probes import FINDABLE_KINDS, RANKER_KIND
 
-    hard = group.get("by_kind", {}).get(RANKER_KIND)
-    if hard is None or not ranks_documents(strategy):
+    if not ranks_documents(strategy):
         return strategy
-    row = next((r for r in hard["lift"] if r["strategy"] == strategy), None)
-    if row is None or row["significant"]:
-        return strategy
-    return f"{strategy} (not on the {hard['probes']} {RANKER_KIND} probes that test its ranker: {row['value']:+.3f})"
+    said = []
+    for name, table in (
+        ("+".join(FINDABLE_KINDS), group.get("findable")),
+        (RANKER_KIND, group.get("by_kind", {}).get(RANKER_KIND)),
+    ):
+        row = next((r for r in (table or {}).get("lift", []) if r["strategy"] == strategy), None)
+        if row is not None:
+            said.append(f"{table['probes']} {name} probes {row['value']:+.3f}")  # type: ignore[index]
+    return f"{strategy} ({'; '.join(said)})" if said else strategy
 
 
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -198,7 +238,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
         code = _reporting_eval_errors(through_a_local_proxy)
     if code == 0 and args.write_policy is not None and not args.shard:
-        return _write_policy([args.out], args.max_cost, args.write_policy)
+        return _write_policy([args.out], args.max_cost, args.write_policy, args.keep)
     return code
 
 

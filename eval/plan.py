@@ -23,10 +23,11 @@ PROFILES: dict[str, dict[str, Grid]] = {
 every strategy, small contexts; full: the papers' sizes, within an 8K-token context where a paper goes further (Du et
 al., FACT, SWiM)."""
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
-EXTRA = {"quick": ("chain", "focus", "excerpt", "repeat"), "full": ()}
+EXTRA = {"quick": ("chain", "focus", "excerpt", "repeat", "pick"), "full": ()}
 """Pipelines a profile adds after medoid, in the quick profile so that every built-in strategy is tried there:
-`chain` (a call per chunk; in the full profile it would multiply the calls of every long case), and `focus`,
-`excerpt` and `repeat`, whose papers' regimes are not these tasks'; name them with --strategies for a full run."""
+`chain` (a call per chunk; in the full profile it would multiply the calls of every long case), `focus`, `excerpt`
+and `repeat`, whose papers' regimes are not these tasks', and `pick` (a second call with the whole context); name them
+with --strategies for a full run."""
 
 
 @dataclass(frozen=True, slots=True)

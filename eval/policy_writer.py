@@ -15,6 +15,7 @@ the rules meant, so what is written loads and says exactly that.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -29,9 +30,9 @@ from typing import Any
 
 from contextlift.eval.report.probes import PROBES_FILE
 from contextlift.eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
-from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT
+from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT, pairs_to_decide
 from contextlift.strategies import build_registry
-from contextlift.strategies.probes import RANKER_KIND
+from contextlift.strategies.probes import FINDABLE_KINDS, RANKER_KIND
 
 SHAPE_FORMATS = {
     "paper": "litm",
@@ -85,8 +86,31 @@ class CostCeiling:
         return self.latency is None or float(cost.get("p50_s_vs_none", 1.0)) <= self.latency
 
 
-def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
-    """The policy's text for the reports (folders holding results.json and run.json).
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What a report said of one model and detected format: the pipelines that lost there, and whether a rule was
+    written for it. A rule kept from before that this contradicts is dropped."""
+
+    model: str
+    format: str
+    harmful: frozenset[str]
+    ruled: bool
+
+    def contradicts(self, rule: dict[str, Any]) -> bool:
+        """Whether this judgement covers the rule's requests and either writes a rule of its own for them or finds
+        the rule's pipeline losing there."""
+        covers = fnmatch.fnmatchcase(self.model, str(rule.get("model", "*"))) and self.format in rule.get(
+            "formats", [self.format]
+        )
+        return covers and (self.ruled or str(rule.get("strategy")) in self.harmful)
+
+
+def write_policy(
+    reports: list[Path], ceiling: CostCeiling, kept: tuple[str, list[dict[str, Any]]] | None = None
+) -> str:
+    """The policy's text for the reports (folders holding results.json and run.json). `kept`: the policy in force
+    (its name and its rules), whose rules stay where the reports do not contradict them (`Judged.contradicts`): a
+    run too small to decide anything leaves what was measured before in place.
 
     Raises:
         ValueError: a folder without results, or a policy that would not load (a bug, not the user's).
@@ -103,17 +127,20 @@ def write_policy(reports: list[Path], ceiling: CostCeiling) -> str:
     ]
     entries: list[Entry] = []
     ids: set[str] = set()
+    judged: list[Judged] = []
     for report in reports:
         if (report / PROBES_FILE).exists() and not (report / "results.json").exists():
             probes = _read_json(report / PROBES_FILE)
             try:
-                entries += _probe_rules(report, probes, ceiling, ids)
+                entries += _probe_rules(report, probes, ceiling, ids, judged)
             except (KeyError, TypeError, AttributeError, IndexError) as error:  # a hand-edited or torn file
                 raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file ({error!r:.80})") from None
             continue
         results = _read_json(report / "results.json")
         run = _read_json(report / "run.json")
-        entries += _rules(report, results, run, ceiling, ids)
+        entries += _rules(report, results, run, ceiling, ids, judged)
+    if kept is not None:
+        entries += _kept(kept, judged, ids)
     rules = []
     for entry in entries:
         if isinstance(entry, dict):
@@ -191,7 +218,12 @@ def _read_json(path: Path) -> Any:
 
 
 def _rules(
-    report: Path, results: dict[str, Any], run: dict[str, Any], ceiling: CostCeiling, ids: set[str]
+    report: Path,
+    results: dict[str, Any],
+    run: dict[str, Any],
+    ceiling: CostCeiling,
+    ids: set[str],
+    judged: list[Judged],
 ) -> list[Entry]:
     model = str(run.get("model") or "*")
     if str(run.get("profile", "")) in SMOKE_PROFILES:
@@ -228,6 +260,8 @@ def _rules(
             and ceiling.allows(costs.get((task, strategy)))
         ]
         out.append("")
+        losing = frozenset(strategy for strategy, rows in by_strategy.items() if any(harmful(r) for r in rows))
+        judged.append(Judged(model, fmt, losing, bool(qualified)))
         if not qualified:
             out += _no_rule(task, shape, fmt, model, by_strategy)
             continue
@@ -251,7 +285,9 @@ def _rules(
     return out
 
 
-def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str]) -> list[Entry]:
+def _probe_rules(
+    report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str], judged: list[Judged]
+) -> list[Entry]:
     """Rules from a shadow report's positional probes: per model and format, the pipeline with the highest lift
     over `none` that holds, within the cost ceiling; a comment where none does."""
     if data.get("kind") != "contextlift-shadow-probes":
@@ -267,6 +303,8 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
             continue
         rows, notes = _probe_lifts(group)
         qualified = [r for r in rows if significant(r) and ceiling.allows(r.get("cost"))]
+        losing = {str(r["strategy"]) for r in rows if harmful(r)} | _lost_unfound(group)
+        judged.append(Judged(model, fmt, frozenset(losing), bool(qualified)))
         out.append("")
         if not qualified:
             out += [
@@ -282,11 +320,6 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
         kind = row.get("kind")
         out += [
             f"{where}; best of {len(qualified)} qualifying pipeline(s); calls x{row['cost']['calls_vs_none']:.2f}",
-            *(
-                [f"Its lift is read from the {kind} probes alone: they are the ones that test its ranker."]
-                if kind
-                else []
-            ),
             *notes,
             f"documents [{low}, {high}]: the document counts the probes were built from; a request with more or fewer",
             "is not matched (X-Context-Policy names the condition it failed). Widen it here to apply the rule there.",
@@ -308,42 +341,46 @@ def _probe_rules(report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: 
 
 
 def _probe_lifts(group: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The lift each pipeline is judged by: a pipeline that ranks documents by its lift on the probes that test the
-    ranker (`RANKER_KIND`: the other kinds repeat the needle's name in the question, so any ranker finds it), the
-    others by their lift on every probe; with comment lines for the ranked ones whose lift does not hold there."""
-    by_kind = group.get("by_kind", {}).get(RANKER_KIND)
-    if by_kind is None:
-        ranked = [r["strategy"] for r in group["lift"] if ranks_documents(str(r["strategy"]))]
-        if ranked and group.get("by_kind"):
-            note = f"No {RANKER_KIND} probe here: {', '.join(ranked)} judged on probes whose question names the needle."
-            return list(group["lift"]), [note]
-        return list(group["lift"]), []
-    hard = {r["strategy"]: r for r in by_kind["lift"]}
-    easy = {
-        r["strategy"]: (kind, r)
-        for kind, table in group["by_kind"].items()
-        if kind != RANKER_KIND
-        for r in table["lift"]
-        if significant(r)
-    }
+    """The lift each pipeline is judged by. A pipeline that ranks documents: its lift on the probes a ranker can
+    find (`FINDABLE_KINDS`, pooled), where it must hold, and it must not lose significantly on the `nolima` probes
+    (`RANKER_KIND`), where the ranker cannot find the needle; the others by their lift on every probe. With comment
+    lines saying which probes judged each ranked pipeline."""
+    findable = group.get("findable")
+    by_kind = group.get("by_kind", {})
+    if findable is None and RANKER_KIND not in by_kind:
+        return list(group["lift"]), []  # a report from before the kinds were kept: every probe judges every pipeline
+    found = {r["strategy"]: r for r in (findable or {}).get("lift", [])}
+    hidden = {r["strategy"]: r for r in by_kind.get(RANKER_KIND, {}).get("lift", [])}
+    counts = f"{(findable or {}).get('probes', 0)} {'+'.join(FINDABLE_KINDS)} probes"
+    hard = f"{by_kind.get(RANKER_KIND, {}).get('probes', 0)} {RANKER_KIND} probes"
     rows, notes = [], []
     for row in group["lift"]:
-        if not ranks_documents(str(row["strategy"])):
+        label = str(row["strategy"])
+        if not ranks_documents(label):
             rows.append(row)
             continue
-        on_hard = hard.get(row["strategy"])
-        if on_hard is None:
+        on_found, on_hidden = found.get(label), hidden.get(label)
+        if on_found is None:
+            notes.append(f"{label}: no {'/'.join(FINDABLE_KINDS)} probe, where a ranker finds the needle: not judged.")
             continue
-        rows.append({**on_hard, "kind": RANKER_KIND})
-        if not significant(on_hard) and row["strategy"] in easy:
-            kind, shown = easy[row["strategy"]]
+        if on_hidden is not None and harmful(on_hidden):
             notes += [
-                f"{row['strategy']}: its lift holds on the {kind} probes ({shown['value']:+.3f}, "
-                f"{shown['wins']}/{shown['losses']}), whose question names the needle,",
-                f"and not on the {by_kind['probes']} {RANKER_KIND} probes that test its ranker "
-                f"({on_hard['value']:+.3f}, {on_hard['wins']}/{on_hard['losses']}): no rule from it.",
+                f"{label}: its lift on the {counts} is {_figures(on_found)}, but it loses on the {hard}",
+                f"where its ranker cannot find the needle ({_figures(on_hidden)}): no rule from it.",
             ]
+            continue
+        checked = (
+            f"no significant loss on the {hard} ({_figures(on_hidden)})" if on_hidden else f"no {RANKER_KIND} probe"
+        )
+        rows.append({**on_found, "kind": "+".join(FINDABLE_KINDS)})
+        notes.append(f"{label}: judged on the {counts} where its ranker can find the needle; {checked}.")
     return rows, notes
+
+
+def _lost_unfound(group: dict[str, Any]) -> set[str]:
+    """The ranked pipelines that lost significantly on the probes their ranker cannot find the needle in."""
+    hidden = group.get("by_kind", {}).get(RANKER_KIND, {}).get("lift", [])
+    return {str(r["strategy"]) for r in hidden if ranks_documents(str(r["strategy"])) and harmful(r)}
 
 
 def ranks_documents(label: str) -> bool:
@@ -374,7 +411,8 @@ def _closest(rows: list[dict[str, Any]]) -> list[Entry]:
     furthest from a rule); where none gained, the comment says so and names the smallest loss."""
     gained = [r for r in rows if float(r["value"]) > 0]
     if gained:
-        return ["Closest: " + _figures(min(gained, key=lambda r: (r.get("p_holm", 1.0), -r["value"]))) + "."]
+        closest = min(gained, key=lambda r: (r.get("p_holm", 1.0), -r["value"]))
+        return ["Closest: " + _figures(closest) + _to_decide(closest) + "."]
     if not rows:
         return []
     nearest = max(rows, key=lambda r: r["value"])
@@ -388,6 +426,15 @@ def _figures(row: dict[str, Any]) -> str:
         f"{row['strategy']}{variant} lift {row['value']:+.3f}, wins/losses {row.get('wins', '-')}/"
         f"{row.get('losses', '-')}, p (Holm) {float(row.get('p_holm', row.get('p', 1.0))):.2g}, n {row['n']}"
     )
+
+
+def _to_decide(row: dict[str, Any]) -> str:
+    """`; about 75 pairs would decide it`: the pairs a run needs for a lift of this size, with as many pairs
+    differing, to hold (eval.verdicts.stats.pairs_to_decide); "" where the row says too little to tell."""
+    n = int(row.get("n") or 0)
+    differ = (int(row.get("wins") or 0) + int(row.get("losses") or 0)) / n if n else 0.0
+    needed = pairs_to_decide(float(row["value"]), differ, int(row.get("family", 1)))
+    return "" if needed is None else f"; about {needed} pairs would decide it (this run: {n})"
 
 
 def _literal_glob(model: str) -> str:
@@ -450,6 +497,29 @@ def _escaped(character: str) -> str:
 def _printable(text: str) -> str:
     """Printable ASCII (an evidence id is sent in a header), at most 200 characters."""
     return "".join(c if " " <= c <= "~" else "?" for c in text)[:200]
+
+
+def _kept(kept: tuple[str, list[dict[str, Any]]], judged: list[Judged], ids: set[str]) -> list[Entry]:
+    """The rules of the policy in force that no report contradicts, each with a line saying so; a line for each
+    that was dropped, and why."""
+    source, rules = kept
+    out: list[Entry] = []
+    for rule in rules:
+        against = [j for j in judged if j.contradicts(rule)]
+        name = str(rule.get("id", "?"))
+        if against:
+            why = "a rule of its own" if any(j.ruled for j in against) else f"{rule.get('strategy')} losing there"
+            where = ", ".join(f"{j.model or '(no model)'} / {j.format}" for j in against)
+            out += ["", f"{name} (from {source}): dropped, this run found {why} ({where})."]
+            continue
+        covered = [j for j in judged if fnmatch.fnmatchcase(j.model, str(rule.get("model", "*")))]
+        said = (
+            "this run judged its model and found nothing against it"
+            if covered
+            else "this run did not judge its model and format"
+        )
+        out += ["", f"{name}: kept from {source}; {said}.", {**rule, "id": _unique(name, ids)}]
+    return out
 
 
 def _no_rule(task: str, shape: str, fmt: str, model: str, by_strategy: dict[str, list[dict[str, Any]]]) -> list[Entry]:

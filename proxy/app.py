@@ -70,6 +70,7 @@ from contextlift.strategies import (
 from contextlift.strategies.embedder import EXTRA as EMBEDDINGS_EXTRA
 from contextlift.strategies.embedder import embeddings_installed
 from contextlift.strategies.rankers import Ranker, RankerSet, published_rankers
+from contextlift.strategies.rankers.gate import merged as merged_gates
 
 if TYPE_CHECKING:  # imported only where shadow_rate > 0: a proxy without shadow never loads it
     from contextlift.proxy.shadow.evaluation import Shadow
@@ -136,6 +137,9 @@ def create_app(
         rankers = build_rankers(settings.rankers, published_rankers(), settings.default_ranker)
     except ValueError as error:
         raise SettingsError(f"rankers: {error}") from None
+    unknown = sorted(set(settings.ranker_gates) - set(rankers))
+    if unknown:
+        raise SettingsError(f"ranker_gates names no ranker of this proxy: {', '.join(unknown)}")
     unavailable = {} if embedder is not None else _needing_the_embedder(rankers, settings)
     if settings.default_ranker in unavailable:
         raise SettingsError(f"default_ranker {settings.default_ranker!r} {unavailable[settings.default_ranker]}")
@@ -145,7 +149,14 @@ def create_app(
         embedder=embedder,
         seed=settings.strategy_seed,
         observe_step=state.metrics.observe_step,
-        rankers=RankerSet(rankers, settings.default_ranker, embedder, state.metrics.observe_ranking),
+        rankers=RankerSet(
+            rankers,
+            settings.default_ranker,
+            embedder,
+            state.metrics.observe_ranking,
+            settings.lexical_language,
+            merged_gates(settings.ranker_gates),
+        ),
         unproven_fallback=unproven_fallback_step(state.registry, settings),
     )
     # The file's time before it is read: a change made while the app starts is then seen by the watcher, which

@@ -38,6 +38,7 @@ from contextlift.strategies import (
 from contextlift.strategies.embedder import embeddings_installed
 from contextlift.strategies.rankers import RankerSet
 from contextlift.strategies.rankers.base import published_rankers
+from contextlift.strategies.rankers.gate import merged as merged_gates
 
 
 def detect_command(
@@ -82,10 +83,11 @@ def detect_command(
 
 
 class _NoModel:
-    """The upstream of a preview: transforms call none, and an executor is not run."""
+    """The upstream of a preview: an executor is not run, and a transform that asks the model (`pick`) gets an empty
+    answer, so the preview shows the request as it goes on when the model names no passage (`skipped=no-pick`)."""
 
     async def complete(self, body: Mapping[str, Any]) -> Completion:
-        raise RuntimeError("a preview calls no model")
+        return Completion({"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}]})
 
     async def stream(self, body: Mapping[str, Any]) -> CompletionStream:
         raise RuntimeError("a preview calls no model")
@@ -113,13 +115,21 @@ async def _preview(
         parse_request(body, limits, declared=declared, shape=shape or pipeline.shape) if steps else ChatRequest(body)
     )
     embedder = None
-    ranker_set = RankerSet(rankers, settings.default_ranker)
+    ranker_set = RankerSet(
+        rankers, settings.default_ranker, language=settings.lexical_language, gates=merged_gates(settings.ranker_gates)
+    )
     if pipeline.waits_for_embedder(ranker_set) and embeddings_installed():
         from contextlift.strategies import SentenceTransformerEmbedder
 
         device = None if settings.embedding_device == "auto" else settings.embedding_device
         embedder = SentenceTransformerEmbedder(device=device)
-        ranker_set = RankerSet(rankers, settings.default_ranker, embedder)
+        ranker_set = RankerSet(
+            rankers,
+            settings.default_ranker,
+            embedder,
+            language=settings.lexical_language,
+            gates=merged_gates(settings.ranker_gates),
+        )
     fallback = unproven_fallback_step(registry, settings)
     services = Services(embedder=embedder, rankers=ranker_set, seed=settings.strategy_seed, unproven_fallback=fallback)
     context = StepContext(_NoModel(), services)

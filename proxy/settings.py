@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -25,6 +25,8 @@ from contextlift.proxy.embedded_models import MODELS, LocalModelError, embedded_
 from contextlift.proxy.remote_rankers import RankerSetting
 from contextlift.strategies import SHAPES, DeclaredFormat
 from contextlift.strategies.detection.limits import DEFAULT_MAX_SCANNED_CHARS
+from contextlift.strategies.rankers.base import DEFAULT_LANGUAGE
+from contextlift.strategies.rankers.lexical import languages as lexical_languages
 
 ENV_PREFIX = "CONTEXTLIFT_"
 
@@ -317,6 +319,21 @@ class Settings(BaseSettings):
         "both, 20 wins 3 losses, easy distractors; docs/results/reference-rankers) at 4.7 ms of proxy CPU per cold "
         "20-document ranking against 496 ms, and needs no torch. minilm and fusion need the embeddings extra.",
     )
+    lexical_language: str = Field(
+        DEFAULT_LANGUAGE,
+        description="The language the lexical ranker cuts words to their stems in (Snowball's algorithms: english, "
+        'german, french, spanish, ... as PyStemmer names them), so that a question\'s "configure" finds a '
+        'passage\'s "Configuration"; stop words are dropped where bm25s has a list for it. `none`: words as '
+        "written, as before stemming (docs/rankers.md gives both tables).",
+    )
+    ranker_gates: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=dict,
+        description="Per ranker, the margin (its first document's lead over the second, as a share of its lead over "
+        "the last) below which a ranked step (reorder, filter, focus, excerpt) does nothing and says "
+        "`skipped=margin`, merged over the measured ones (lexical 0.74, minilm 0.42, fusion 0.34, client 0: "
+        'docs/results/ranker-gates), e.g. {"tei": 0.3} for a rerank service of your own (ungated, and said '
+        '`gate=unmeasured`, until you set one) or {"lexical": 0} to act on every ranking. A step\'s `gate=` wins.',
+    )
     embedder: Literal["auto", "preload", "off"] = Field(
         "auto",
         description="auto: where the embeddings extra is installed, all-MiniLM-L6-v2 is loaded in a worker thread "
@@ -329,7 +346,7 @@ class Settings(BaseSettings):
         "default_ranker names one) and medoid compares its answers by their words (similarity=lexical).",
     )
     unproven_fallback: str = Field(
-        "excerpt; ranker=lexical; min_margin=0.12",
+        "excerpt; ranker=lexical; gate=0.12",
         max_length=200,
         description="What runs in place of a step that moves documents (reorder, filter) where the request does not "
         "prove their boundaries (X-Context-Format `none: unproven-boundaries` or `none: ambiguous-chunks`: chunks "
@@ -512,6 +529,14 @@ class Settings(BaseSettings):
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+    @field_validator("lexical_language")
+    @classmethod
+    def _known_language(cls, language: str) -> str:
+        known = lexical_languages()
+        if language not in known:
+            raise ValueError(f"must be one of {', '.join(known)}, got {language!r}")
+        return language
 
     @field_validator("local_model")
     @classmethod

@@ -19,11 +19,21 @@ from contextlift.eval.verdicts.stats import pairs_to_decide
 from contextlift.proxy.embedded_models import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAPES = {
+PLAIN = {
     "paper": "the paper's prompt",
     "separated": 'LangChain\'s stuff chain, `"\\n\\n---\\n\\n"` join',
     "blank": "LangChain's stuff chain, its default blank-line join",
 }
+"""The prompt shapes, each a report folder of the runs before gates (`none`'s u-curves are drawn from these)."""
+SHAPES = {
+    **PLAIN,
+    **{
+        f"{shape}-gated{regime}": f"{title}, ranked steps behind their gates, `pick`{note}"
+        for shape, title in PLAIN.items()
+        for regime, note in (("", ""), ("-hard", " (hard distractors only)"))
+    },
+}
+"""Every report folder `scripts/reference_eval_model MODEL RUN` writes, and its title."""
 REGIMES = {"standard": "easy", "hard": "hard"}
 POSITIONS = (0, 4, 9)
 """The gold's index among 10 documents at 0%, 50% and 100%."""
@@ -147,7 +157,7 @@ def draw(root: Path) -> list[Path]:
     from matplotlib.figure import Figure
 
     drawn = []
-    for shape, title in SHAPES.items():
+    for shape, title in PLAIN.items():
         for variant, regime in REGIMES.items():
             figure = Figure(figsize=(5.5, 3.6))
             axes = figure.subplots()

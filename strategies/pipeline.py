@@ -20,8 +20,10 @@ from contextlift.strategies.plugin import (
     Strategy,
     Transform,
     send_once,
+    with_prior_usage,
 )
 from contextlift.strategies.rankers.base import RankerSet
+from contextlift.strategies.rankers.gate import BelowGate
 from contextlift.strategies.request import ChatRequest, Document
 from contextlift.strategies.upstream import StrategyOutcome, Upstream
 
@@ -99,9 +101,11 @@ class Pipeline:
         return copies
 
     def max_upstream_calls(self) -> int:
-        """The most upstream calls the pipeline makes for one request, before retries."""
+        """The most upstream calls the pipeline makes for one request, before retries: the executor's (else one),
+        and those a transform makes before it (`pick`'s)."""
         executor = self.executor
-        return executor.strategy.max_upstream_calls(executor.params) if executor else 1
+        calls = executor.strategy.max_upstream_calls(executor.params) if executor else 1
+        return calls + sum(s.strategy.max_upstream_calls(s.params) for s in self.transforms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +204,14 @@ async def run_pipeline(
     if executor is not None and executor.strategy.runs_on(request):
         assert isinstance(executor.strategy, Executor)
         context.applied.append(AppliedStep(executor.strategy.name, executor.label))
-        with _step_span(executor, request, context.services):
+        with _step_span(executor, request, context.services), _gated(context) as below:
             outcome = await executor.strategy.execute(request, executor.params, context)
+        if below:
+            outcome = await send_once(request, upstream)  # it ranked before calling, and stopped at its gate
     else:
         outcome = await send_once(request, upstream)
+    if context.prior_calls:
+        outcome = with_prior_usage(outcome, context.prior_calls)
     return PipelineResult(outcome, tuple(context.applied), request)
 
 
@@ -222,7 +230,7 @@ async def apply_transforms(pipeline: Pipeline, request: ChatRequest, context: St
                 fell_back = True
             continue
         context.applied.append(AppliedStep(step.strategy.name, step.label, explicit=step.explicit))
-        with _step_span(step, request, context.services):
+        with _step_span(step, request, context.services), _gated(context):
             request = await step.strategy.transform(request, step.params, context)
     return request
 
@@ -238,8 +246,23 @@ async def _in_place_of_a_move(step: Step, request: ChatRequest, context: StepCon
         return request
     strategy, params = step_in_place
     context.applied.append(AppliedStep(strategy.name, f"{step.label} -> {strategy.name}: {reason}"))
-    with _step_span(Step(strategy, params), request, context.services):
+    with _step_span(Step(strategy, params), request, context.services), _gated(context):
         return await strategy.transform(request, params, context)
+    return request  # its ranker stopped at the gate
+
+
+@contextmanager
+def _gated(context: StepContext) -> Iterator[list[bool]]:
+    """Where the running step's ranking stops at its gate (`BelowGate`, raised by `plugin.rank`): the step's work
+    is dropped, the request goes on as the step received it, and the step says why. The list it yields holds True
+    once that happened."""
+    below: list[bool] = []
+    try:
+        yield below
+    except BelowGate as stopped:
+        for fact in stopped.notes():
+            context.note(fact)
+        below.append(True)
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from contextlift.strategies.embedder import Embedder, embed_off_loop
 from contextlift.strategies.evidence import answer_text, intermediate_body, sum_usage, with_prior_usage, with_usage
 from contextlift.strategies.lexical_similarity import NAME as LEXICAL_NAME
 from contextlift.strategies.lexical_similarity import LexicalSimilarity
+from contextlift.strategies.rankers import gate
 from contextlift.strategies.rankers.base import (
     RANKER_PARAM_DESCRIPTION,
     Ranker,
@@ -35,6 +36,7 @@ from contextlift.strategies.upstream import Completion, CompletionStream, Strate
 
 __all__ = [
     "FORMAT_PARAM",
+    "GATE_PARAM",
     "RANKER_PARAM",
     "AppliedStep",
     "ChatRequest",
@@ -150,6 +152,19 @@ RANKER_PARAM = Param("ranker", str, None, RANKER_PARAM_DESCRIPTION)
 """Accepted by every strategy that ranks documents (`ranks = True`); the proxy checks the name against the
 rankers it offers when it resolves the selection, so an unknown one is refused before any upstream call."""
 
+GATE_PARAM = Param(
+    "gate",
+    float,
+    None,
+    "act only where the ranker's margin (its first document's lead over the second, as a share of its lead over the "
+    "last) is at least this; below, the step does nothing (skipped=margin); unset: the ranker's measured gate "
+    "(docs/rankers.md); 0: always act",
+    minimum=0.0,
+    maximum=1.0,
+)
+"""Accepted by every strategy that ranks documents, with `ranker`: the one gate (`rankers.gate`) they all stand
+behind."""
+
 
 class Strategy(ABC):
     """Base of every strategy. Subclass `Transform` or `Executor`, not this."""
@@ -186,7 +201,7 @@ class Strategy(ABC):
     puts one after it is refused."""
 
     def max_upstream_calls(self, params: Params) -> int:
-        """The most upstream calls this step can make (retries aside); 0 for transforms."""
+        """The most upstream calls this step can make (retries aside); 0 for a transform that calls none."""
         return 0
 
     def runs_on(self, request: ChatRequest) -> bool:
@@ -283,6 +298,8 @@ class StepContext:
     services: Services = field(default_factory=Services)
     applied: list[AppliedStep] = field(default_factory=list)
     """The steps that ran, in order."""
+    prior_calls: list[Completion] = field(default_factory=list)
+    """The calls transforms made before the request goes on (`pick`'s): the response's usage counts them."""
 
     def note(self, fact: str) -> None:
         """Add a fact (`fallback=empty-recitation`, `failed=2`) to what the step now running reports."""
@@ -308,8 +325,15 @@ def text_fits(request: ChatRequest, context: StepContext) -> bool:
 
 
 async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ranking:
-    """The request's documents ranked by the step's `ranker` (else the default). Never fails the request: a
-    ranker that cannot rank leaves the client's order, and the step reports `ranker-fallback=NAME:REASON`."""
+    """The request's documents ranked by the step's `ranker` (else the default), past the ranker's gate. Never fails
+    the request: a ranker that cannot rank leaves the client's order, and the step reports
+    `ranker-fallback=NAME:REASON`; a ranker no gate was measured for says `gate=unmeasured`.
+
+    Raises:
+        BelowGate: the ranker's margin is under its gate (`gate=`, else the ranker's measured one): the step must not
+            act on the ranking. The pipeline catches it, keeps the request as the step received it, and the step
+            reports `skipped=margin; margin=0.070`.
+    """
     name = params.get("ranker")
     ranking = await rank_documents(
         request.question, request.documents, context.services.ranker_set(), str(name) if name else None
@@ -319,6 +343,10 @@ async def rank(request: ChatRequest, params: Params, context: StepContext) -> Ra
     if context.applied:
         context.applied[-1].ranking = ranking
         context.applied[-1].ranked = tuple(request.documents)
+    asked = params.get("gate")
+    gated = gate.check(ranking, float(asked) if isinstance(asked, int | float) else None, context.services.ranker_set())
+    if not gated:
+        context.note("gate=unmeasured")
     return ranking
 
 

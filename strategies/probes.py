@@ -41,7 +41,14 @@ from contextlift.strategies.spans import DocumentFormat
 
 KINDS = ("literal", "one-hop", "nolima")
 RANKER_KIND = "nolima"
-"""The kind whose question a ranker cannot match by its words: a ranked strategy's probe lift is read from it."""
+"""The kind whose question a ranker cannot match by its words: where a ranked strategy must not lose."""
+FINDABLE_KINDS = ("literal", "one-hop")
+"""The kinds whose question shares the needle's words: where a ranked strategy's lift must hold."""
+KIND_WEIGHTS = (0.45, 0.45, 0.10)
+"""How often each of KINDS is drawn. Real questions share a content word with the passage that answers them almost
+always (NQ-Open 99.4%, SQuAD 2.0 dev 99.7%: docs/results/probe-mix), so the kinds a ranker can find come first; a
+tenth are `nolima`, more than real traffic shows, so that a ranked step's loss where its ranker cannot find the
+evidence has probes to be seen on."""
 POSITIONS = ("first", "middle", "last")
 PROBE_MAX_TOKENS = 64
 """A probe's answer is a number in a sentence: the request's own `max_tokens` is lowered to this where it is
@@ -110,7 +117,7 @@ def make_probe(request: ChatRequest, seed: int, kind: str | None = None) -> Prob
     if len(request.documents) < 3 or not request.question.strip() or request.block is None:
         return None
     rng = random.Random(seed)
-    chosen = kind or rng.choice(KINDS)
+    chosen = kind or rng.choices(KINDS, weights=KIND_WEIGHTS)[0]
     seen = _seen_text(request)
     writable = [i for i, d in enumerate(request.documents) if _with_needle(d, "x", request.block.format) is not None]
     if not writable:

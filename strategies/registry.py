@@ -9,6 +9,7 @@ from importlib.metadata import entry_points
 from contextlift.strategies.pipeline import Pipeline, Step
 from contextlift.strategies.plugin import (
     FORMAT_PARAM,
+    GATE_PARAM,
     RANKER_PARAM,
     Param,
     Params,
@@ -115,7 +116,7 @@ class StrategyRegistry:
 def _typed_params(strategy: Strategy, given: Mapping[str, str], caps: Mapping[str, float]) -> dict[str, ParamValue]:
     accepted = (*strategy.params, FORMAT_PARAM) if strategy.needs_documents else strategy.params
     if strategy.ranks:
-        accepted = (*accepted, RANKER_PARAM)
+        accepted = (*accepted, RANKER_PARAM, GATE_PARAM)
     declared = {p.name: p for p in accepted}
     values: dict[str, ParamValue] = {}
     for name, text in given.items():

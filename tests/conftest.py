@@ -86,6 +86,10 @@ def span_exporter() -> InMemorySpanExporter:
     return _EXPORTER
 
 
+UNGATED = {"lexical": 0.0, "minilm": 0.0, "fusion": 0.0}
+"""The measured rankers' gates opened: a ranked step acts on every ranking."""
+
+
 @pytest.fixture
 def fake() -> FakeUpstream:
     return FakeUpstream()
@@ -93,11 +97,13 @@ def fake() -> FakeUpstream:
 
 @pytest.fixture
 def make_client(fake: FakeUpstream) -> Iterator[Any]:
-    """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords."""
+    """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords. Its ranked
+    steps act on every ranking (`ranker_gates` 0): these tests are about what a step does when it acts; the gate's
+    own tests (tests/proxy/routes/test_one_gate_for_every_ranked_step.py) set the measured gates back."""
     clients: list[TestClient[Any]] = []
 
     def build(**overrides: Any) -> TestClient[Any]:
-        settings = Settings(**{"upstream_url": UPSTREAM, "retry_backoff": 0.0, **overrides})
+        settings = Settings(**{"upstream_url": UPSTREAM, "retry_backoff": 0.0, "ranker_gates": UNGATED, **overrides})
         app = create_app(settings, transport=fake.transport(), embedder=FakeEmbedder())
         client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()

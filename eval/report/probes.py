@@ -17,6 +17,7 @@ from typing import Any
 from contextlift.eval.report.literal import code_span, shown_date
 from contextlift.eval.verdicts.best_pipeline import harmful, significant
 from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT, detectable_lift, estimate, holm, paired_lift, wilson
+from contextlift.strategies.probes import FINDABLE_KINDS
 
 POSITIONS = {"first": 0, "middle": 50, "last": 100}
 """The needle's position, as a depth in % of the documents (the plot's axis)."""
@@ -52,7 +53,13 @@ def _group(model: str, fmt: str, records: list[dict[str, Any]]) -> dict[str, Any
         # Each kind apart: a ranked strategy's lift on `literal` probes is what it wins with a ranker that never
         # misses; on `nolima` probes, what it wins where the ranker must make a hop (contextlift.strategies.probes).
         "by_kind": {kind: {"probes": len(rows), **_tables(rows)} for kind, rows in sorted(kinds.items())},
+        # The kinds a ranker can find together: a ranked pipeline's lift must hold there (eval.policy_writer).
+        "findable": _pooled([row for kind in FINDABLE_KINDS for row in kinds.get(kind, [])]),
     }
+
+
+def _pooled(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return {"probes": len(records), **_tables(records)} if records else None
 
 
 def _tables(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -193,12 +193,14 @@ class Shadow:
         seed = _seed_of(request)
         orders = _other_orders(len(request.documents), seed)
         served_calls_each = case.served.max_upstream_calls()
-        planned = sum(p.max_upstream_calls() for _, p in self.candidates) + (1 + len(orders)) * served_calls_each
+        # A candidate that is the served pipeline would be compared with itself: the control already asks it again.
+        candidates = [(label, p) for label, p in self.candidates if label != case.served.label]
+        planned = sum(p.max_upstream_calls() for _, p in candidates) + (1 + len(orders)) * served_calls_each
         probe: ProbePlan | None = None
         if self._probes:
             # Building it is in proportion to the request (its text is searched for fresh names): off the loop.
             probe = await anyio.to_thread.run_sync(
-                plan_probe, request, case.served, self.candidates, seed, self._probe_min_documents
+                plan_probe, request, case.served, candidates, seed, self._probe_min_documents
             )
             planned += probe.calls if probe is not None else 0
         self.tally.plan(planned)
@@ -207,7 +209,7 @@ class Shadow:
         if not self._budget.take(planned, estimate):
             self._count("dropped-budget")
             return
-        runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in self.candidates]
+        runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in candidates]
         # The control: the served pipeline again, documents in their order, rendered as the reorders are. A served
         # answer that the control does not reproduce (sampling, a medoid vote, a rendering that differs) makes the
         # request's position sensitivity unknown rather than counted.
@@ -221,7 +223,15 @@ class Shadow:
         self._budget.correct(estimate, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
-            self._record, case, body, request, served_calls, served_tokens, served_seconds, runs, answers, similarities
+            self._record,
+            case,
+            body,
+            request,
+            (served_calls, served_tokens, served_seconds),
+            runs,
+            answers,
+            similarities,
+            len(candidates),
         )
         if probe is not None:
             record["probe"] = probe_record(probe, probed)
@@ -295,13 +305,14 @@ class Shadow:
         case: ShadowCase,
         body: Mapping[str, Any],
         request: ChatRequest,
-        served_calls: int,
-        served_tokens: int,
-        served_seconds: float,
+        served_cost: tuple[int, int, float],
         runs: list[tuple[str, Pipeline, ChatRequest]],
         answers: list[ShadowAnswer],
         similarities: list[float | None],
+        asked: int,
     ) -> dict[str, Any]:
+        """The shadow record; `asked`: how many of `runs` are candidates (those that were not the served one)."""
+        served_calls, served_tokens, served_seconds = served_cost
         served = normalize(case.answer)
         rows = []
         for (label, _, _), answer, similarity in zip(runs, answers, similarities, strict=True):
@@ -317,8 +328,8 @@ class Shadow:
                 "seconds": round(answer.seconds, 4),
                 "error": answer.error,
             })  # fmt: skip
-        candidates = rows[: len(self.candidates)]
-        control, position = rows[len(self.candidates)], rows[len(self.candidates) + 1 :]
+        candidates = rows[:asked]
+        control, position = rows[asked], rows[asked + 1 :]
         answered = [row for row in position if row["error"] is None]
         # Sensitive: the control reproduced the served answer and a reorder did not; without a reproducing control
         # (or any reorder answered) the request's sensitivity is unknown.
@@ -336,6 +347,7 @@ class Shadow:
             "tokens": served_tokens,
             "seconds": round(served_seconds, 4),
             "candidates": candidates,
+            **({"served_as_candidate": True} if asked < len(self.candidates) else {}),
             "control": control,
             "position": position,
             "position_sensitive": sensitive,

@@ -67,15 +67,11 @@ class Excerpt(Transform):
         Param("top", int, 1, "how many of the most relevant documents are quoted", minimum=1, maximum=5),
         Param("max_tokens", int, DEFAULT_MAX_TOKENS, "the most tokens (cl100k) of quoted text, all quotations "
               "together; a longer passage is cut at a word boundary", minimum=16, maximum=4096),
-        Param("min_margin", float, 0.0, "quote only where the ranker's margin (its first passage's lead over the "
-              "second, as a share of its lead over the last) is at least this; below, or with one passage, add "
-              "nothing (skipped=margin)", minimum=0.0, maximum=1.0),
     )  # fmt: skip
-    # min_margin: where the ranker is unsure, a quoted near miss misleads the model. On LangChain's default join
-    # with hard distractors (docs/results/reference-unmovable-langchain) excerpt lost -0.127 (2/10 of 63 pairs)
-    # where lexical put a wrong passage first; lexical's margin told right from wrong with an AUC of 0.92, and
-    # 0.12 (the threshold chosen on the even questions) kept the easy regime's wins and the hard one's losses
-    # out on the odd ones: scripts/excerpt_gate.py.
+    # Its ranking stands behind the ranker's gate (`rankers.gate`), as every ranked step's does: where the ranker is
+    # unsure, a quoted near miss misleads the model (on LangChain's default join with hard distractors, quoting
+    # every time lost -0.127, 2/10 of 63 pairs, where lexical put a wrong passage first;
+    # docs/results/reference-unmovable-langchain).
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         target = request if request.documents else request.unmovable
@@ -84,39 +80,49 @@ class Excerpt(Transform):
         if not target.question:
             context.note("skipped=no-question")
             return request
-        # Finding the question's place reads the text after the documents, which the client sizes: off the loop.
-        place = await anyio.to_thread.run_sync(_place, target)
+        place = await place_of(target, context)
         if place is None:
-            context.note("skipped=format")  # the question's message holds no text to put the block beside
             return request
         ranked = await rank(target, params, context)
-        least = float(params["min_margin"])
-        margin = ranked.margin()
-        if least > 0 and (margin is None or margin < least):
-            context.note("skipped=margin")  # and, where there was a ranking of two or more, what it was
-            if margin is not None:
-                context.note(f"margin={margin:.3f}")
-            return request
         chosen = ranked.order()[: int(params["top"])]
-        # A guessed reading's units were not numbered by the client: their positions would name the wrong chunk.
-        numbered = target is request
-        passages = [(i, _number(target, i) if numbered else None, target.documents[i].text.strip()) for i in chosen]
-        # Counting tokens and copying the prompt are CPU work in proportion to them: not on the event loop.
-        excerpted = await anyio.to_thread.run_sync(
-            _excerpted, target, place, passages, int(params["max_tokens"]), context.services.tokenizer
-        )
-        if excerpted is None:
-            context.note("skipped=empty")
-            return request
-        placed, quoted, added = excerpted
-        context.note("quoted=" + "+".join(str(i + 1) for i in quoted))
-        context.note(f"tokens=+{added}")
-        if target is request:
-            return placed
-        # Read but not movable: what goes on is the body with the block in it, and no documents at all; the units
-        # stay readable, the block beside them, for a later step that only adds text (`focus`).
-        body = await anyio.to_thread.run_sync(placed.render)
-        return ChatRequest(body=body, question=request.question, detection=request.detection, unmovable=placed)
+        return await quote(request, target, place, chosen, int(params["max_tokens"]), context)
+
+
+async def place_of(target: ChatRequest, context: StepContext) -> Place | None:
+    """Where a block goes before `target`'s question; None where its message holds no text to put it beside (the
+    step then says `skipped=format`)."""
+    # Finding the question's place reads the text after the documents, which the client sizes: off the loop.
+    place = await anyio.to_thread.run_sync(_place, target)
+    if place is None:
+        context.note("skipped=format")
+    return place
+
+
+async def quote(
+    request: ChatRequest, target: ChatRequest, place: Place, chosen: list[int], max_tokens: int, context: StepContext
+) -> ChatRequest:
+    """`request` with `target`'s documents `chosen` (indices, best first) quoted verbatim in one block at `place`,
+    before the question, `max_tokens` of quoted text at most; `target` is the request itself, or the reading of a
+    context it may not move (`request.unmovable`)."""
+    # A guessed reading's units were not numbered by the client: their positions would name the wrong chunk.
+    numbered = target is request
+    passages = [(i, _number(target, i) if numbered else None, target.documents[i].text.strip()) for i in chosen]
+    # Counting tokens and copying the prompt are CPU work in proportion to them: not on the event loop.
+    excerpted = await anyio.to_thread.run_sync(
+        _excerpted, target, place, passages, max_tokens, context.services.tokenizer
+    )
+    if excerpted is None:
+        context.note("skipped=empty")
+        return request
+    placed, quoted, added = excerpted
+    context.note("quoted=" + "+".join(str(i + 1) for i in quoted))
+    context.note(f"tokens=+{added}")
+    if target is request:
+        return placed
+    # Read but not movable: what goes on is the body with the block in it, and no documents at all; the units
+    # stay readable, the block beside them, for a later step that only adds text (`focus`).
+    body = await anyio.to_thread.run_sync(placed.render)
+    return ChatRequest(body=body, question=request.question, detection=request.detection, unmovable=placed)
 
 
 def quotation(number: int | None, text: str) -> str:
@@ -169,7 +175,7 @@ def _longest_fit(window: str, ends: Sequence[int], budget: int, tokenizer: Token
 
 
 def _excerpted(
-    request: ChatRequest, place: _Place, passages: list[tuple[int, int | None, str]], budget: int, tokenizer: Tokenizer
+    request: ChatRequest, place: Place, passages: list[tuple[int, int | None, str]], budget: int, tokenizer: Tokenizer
 ) -> tuple[ChatRequest, list[int], int] | None:
     """The request with the block at `place`, the indices of the documents quoted, and the tokens added; None
     where no passage had text to quote. The passages, best first, share the budget: each gets what the ones
@@ -206,7 +212,7 @@ def _number(request: ChatRequest, index: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Place:
+class Place:
     """Where the block goes: `at` characters into the documents' tail (`message` None), or into the text of one
     message, its content part `part` where the content is a list."""
 
@@ -215,7 +221,7 @@ class _Place:
     part: int | None = None
 
 
-def _place(request: ChatRequest) -> _Place | None:
+def _place(request: ChatRequest) -> Place | None:
     """Where the question is, as the shape says: a later user turn, else the documents' own message."""
     block = request.block
     assert block is not None
@@ -229,9 +235,9 @@ def _place(request: ChatRequest) -> _Place | None:
     if block.format is DocumentFormat.PARTS:
         content = messages[block.message_index]["content"]
         part = max(i for i, p in enumerate(content) if isinstance(p, Mapping) and p.get("type") == "text")
-        return _Place(_question_line(content[part]["text"], request.question) or 0, block.message_index, part)
+        return Place(_question_line(content[part]["text"], request.question) or 0, block.message_index, part)
     at = _question_line(block.tail, request.question)
-    return _Place(len(block.tail) if at is None else at)
+    return Place(len(block.tail) if at is None else at)
 
 
 def _question_line(text: str, question: str) -> int | None:
@@ -247,7 +253,7 @@ def _question_line(text: str, question: str) -> int | None:
     return min(starts, default=None)
 
 
-def _with_block(request: ChatRequest, place: _Place, block: str) -> tuple[ChatRequest, str]:
+def _with_block(request: ChatRequest, place: Place, block: str) -> tuple[ChatRequest, str]:
     """The request with the block at `place`, and the text added (the block with the line breaks around it)."""
     if place.message is None:
         assert request.block is not None
@@ -277,15 +283,15 @@ def _spaced(before: str, after: str, block: str, *, opens_text: bool) -> str:
     return f"{lead}{block}{trail}"
 
 
-def _opening(messages: list[Mapping[str, Any]], index: int) -> _Place | None:
+def _opening(messages: list[Mapping[str, Any]], index: int) -> Place | None:
     """The start of the text of message `index` (its first text part's, for a list); None where it has none."""
     content = messages[index].get("content") if index >= 0 else None
     if isinstance(content, str) and content:
-        return _Place(0, index)
+        return Place(0, index)
     if isinstance(content, list):
         for i, part in enumerate(content):
             if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                return _Place(0, index, i)
+                return Place(0, index, i)
     return None
 
 

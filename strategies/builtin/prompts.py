@@ -58,3 +58,15 @@ of the paper's manager prompt. The paper writes "{task requirement} The followin
 the source text is too long ... {summary} Question: {question} Answer:"; here the client's own instructions and
 question stay where they were around the documents, so only the sentence that says what the summary is, and
 the summary, are ours."""
+
+PICK_PROMPT = (
+    "The following are given passages, each with its number.\n\n"
+    "{passages}\n\n"
+    "Question: {question}\n\n"
+    "Which passages above answer the question? Give only their numbers, the most relevant first, separated by "
+    "commas."
+)
+"""The picking call of `pick`: in-context retrieval as R&R asks for it (Agrawal et al. 2024, sec. 3.2: the model
+names the passage numbers most relevant to the question, which a second prompt then answers from). Our wording: the
+paper's prompt is written for its own document chunking and gives no verbatim text to copy; the question comes
+after the passages, as R&R found it best to sit near where the model answers."""

@@ -20,6 +20,8 @@ ENTRY_POINT_GROUP = "contextlift.rankers"
 DEFAULT_RANKER = "lexical"
 """BM25 over the request's documents: measured as good as MiniLM for `reorder` at a hundredth of the cost, and no
 torch (contextlift.proxy.settings.Settings.default_ranker says the figures)."""
+DEFAULT_LANGUAGE = "english"
+"""The language `lexical` stems words in where the operator names none (`Settings.lexical_language`)."""
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +91,11 @@ class RankerSet:
     embedder: Embedder | None = None
     observe: Callable[[str, str], None] | None = None
     """Told (ranker, outcome) once per ranking: `ok` or the fallback reason (the proxy's metrics)."""
+    language: str = DEFAULT_LANGUAGE
+    """The language `lexical` stems in (a Snowball algorithm's name), or `none` for words as written."""
+    gates: Mapping[str, float] | None = None
+    """Per ranker, the margin below which a ranked step does nothing (`rankers.gate`); None: the measured ones
+    (`gate.GATES`). The operator's `ranker_gates` are merged over those."""
 
     def names(self) -> list[str]:
         return sorted(self.rankers)

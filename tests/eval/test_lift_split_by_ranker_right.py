@@ -62,7 +62,7 @@ def test_the_split_pairs_each_case_in_the_half_its_ranker_put_it() -> None:
         rankings = case_ranking(right, 0.5)
         samples.append(sample(case, "none", 0.0 if right else 1.0, rankings))
         treated = (1.0 if case < 3 else 0.0) if right else (0.0 if case < 6 else 1.0)
-        samples.append(sample(case, "excerpt; ranker=lexical", treated, rankings))
+        samples.append(sample(case, "excerpt; ranker=lexical; gate=0", treated, rankings))
     reasked = [sample(4, REASKED, 0.0, case_ranking(False, 0.5)), sample(0, REASKED, 0.0, case_ranking(True, 0.5))]
     rows = {row["half"]: row for row in ranker_split(samples, reasked)}
     assert (rows["right"]["n"], rows["right"]["wins"], rows["right"]["losses"]) == (4, 3, 0)
@@ -142,10 +142,10 @@ def test_a_scripted_run_reports_the_step_winning_only_where_the_ranker_was_right
     arguments = ["eval", "--upstream", upstream_url, "--tasks", "litm-qa", "--sizes", "litm-qa=10"]
     arguments += ["--positions", "0%,100%", "--samples", "2", "--reasked", "2", "--retries", "0"]
     arguments += ["--option", "litm-qa.distractors=easy,hard", "--out", str(out), "--cache", str(tmp_path / "c")]
-    assert main([*arguments, "--strategies", "none", "--strategies", "excerpt; ranker=lexical"]) == 0
+    assert main([*arguments, "--strategies", "none", "--strategies", "excerpt; ranker=lexical; gate=0"]) == 0
     data = json.loads((out / "results.json").read_text())
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    ranked = [s for s in samples if s["strategy"] == "excerpt; ranker=lexical"]
+    ranked = [s for s in samples if s["strategy"] == "excerpt; ranker=lexical; gate=0"]
     assert ranked
     assert all(s["ranking"]["rankers"]["lexical"]["gold_rank"] >= 1 for s in ranked)
     for s in ranked:

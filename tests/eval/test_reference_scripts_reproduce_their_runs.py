@@ -27,12 +27,19 @@ MINILM = {
     f"reorder; order={order}; ranker=minilm": f"reorder; order={order}"
     for order in ("promote", "edges-first", "edges-last", "descending")
 }
+BEFORE_GATES = {
+    "reorder; order=promote; ranker=lexical; gate=0": "reorder; order=promote; ranker=lexical",
+    "excerpt; ranker=lexical; gate=0.12": "excerpt; ranker=lexical; min_margin=0.12",
+}
+"""The embedded models' first runs (docs/results/models/MODEL/SHAPE), before every ranked step stood behind a gate:
+`reorder` then acted on every ranking, and excerpt's gate was its own parameter, `min_margin`."""
 ON_THE_DAY = {
     "reference": BARE,
     "reference-langchain-stuff": {**BARE, "reorder; order=descending; ranker=minilm": "reorder; order=descending"},
     "reference-2": {**MINILM, "filter; ranker=minilm, reorder; ranker=minilm": "filter, reorder"},
     "reference-2-orders": MINILM,
     "reference-rankers": MINILM,
+    **dict.fromkeys(("paper", "separated", "blank"), BEFORE_GATES),
 }
 """Per report, the full names it wrote bare: before 2026-11-23 `reorder`'s default order was edges-first and
 medoid's voting calls took the client's temperature (0), not a default of their own; before 2026-11-26 every

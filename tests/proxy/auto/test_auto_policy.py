@@ -255,7 +255,7 @@ def test_the_built_in_policy_quotes_a_passage_where_nothing_may_move(make_client
     response = make_client().post("/v1/chat/completions", json=body, headers={"X-Context-Strategy": "auto"})
     assert response.status_code == 200
     assert response.headers["x-context-format"] == "none: ambiguous-chunks"
-    assert response.headers["x-context-strategy"].startswith("excerpt; ranker=lexical; min_margin=0.12; ")
+    assert response.headers["x-context-strategy"].startswith("excerpt; ranker=lexical; gate=0.12; ")
     assert response.headers["x-context-policy"].startswith(
         "rule=smollm2-unmovable; evidence=reference-unmovable-langchain#litm-qa/easy+hard/odd/excerpt"
     )

@@ -154,13 +154,13 @@ def test_a_passage_of_a_guessed_reading_is_named_by_no_number(client: Any, fake:
     assert "from document" not in content
 
 
-def test_below_its_min_margin_it_adds_nothing_and_says_the_margin(client: Any, fake: FakeUpstream) -> None:
+def test_below_its_gate_it_adds_nothing_and_says_the_margin(client: Any, fake: FakeUpstream) -> None:
     # Two passages answer alike: the ranker's first leads its second by nothing, so nothing is quoted.
     texts = ["Gamma rays come from stars.", "Beta is a river.", "Gamma rays come from stars far away.", "Delta."]
     lines = "\n".join(f"Document [{i}](Title: T{i}) {t}" for i, t in enumerate(texts, 1))
     original = chat(f"Answer from the documents.\n\n{lines}\n\nQuestion: {QUESTION}\nAnswer:")
     raw = json.dumps(original, separators=(",", ":")).encode()
-    gated = "excerpt; ranker=lexical; min_margin=0.5"
+    gated = "excerpt; ranker=lexical; gate=0.5"
     response = client.post(
         "/v1/chat/completions", content=raw, headers={"content-type": "application/json", "x-context-strategy": gated}
     )
@@ -171,10 +171,10 @@ def test_below_its_min_margin_it_adds_nothing_and_says_the_margin(client: Any, f
     assert fake.requests[-1].content == raw
 
 
-def test_at_or_above_its_min_margin_it_quotes_as_without_one(client: Any, fake: FakeUpstream) -> None:
+def test_at_or_above_its_gate_it_quotes_as_without_one(client: Any, fake: FakeUpstream) -> None:
     original = chat(litm())
     response = client.post(
-        "/v1/chat/completions", json=original, headers={"x-context-strategy": f"{STRATEGY}; min_margin=0.5"}
+        "/v1/chat/completions", json=original, headers={"x-context-strategy": f"{STRATEGY}; gate=0.5"}
     )
-    assert response.headers["x-context-strategy"].startswith(f"{STRATEGY}; min_margin=0.5; quoted=3; tokens=+")
+    assert response.headers["x-context-strategy"].startswith(f"{STRATEGY}; gate=0.5; quoted=3; tokens=+")
     assert BLOCK in fake.bodies[-1]["messages"][0]["content"]

@@ -87,7 +87,8 @@ def run_traffic(make_client: Any, fake: FakeUpstream, answer: Any, sink: Path, r
 def report_and_policy(tmp_path: Path, sink: Path) -> tuple[dict[str, Any], str]:
     out = tmp_path / "report"
     assert main(["shadow-report", str(sink), "--out", str(out)]) == 0
-    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml")]) == 0
+    # --keep none: what these probes write, without the built-in rules a policy keeps by default.
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml"), "--keep", "none"]) == 0
     return json.loads((out / "probes.json").read_text()), (tmp_path / "policy.toml").read_text()
 
 
@@ -95,7 +96,7 @@ def accuracy(group: dict[str, Any], strategy: str) -> dict[str, float]:
     return {a["position"]: a["value"] for a in group["accuracy"] if a["strategy"] == strategy}
 
 
-def test_a_position_sensitive_upstream_gives_a_u_and_the_rule_follows_the_probes_that_test_the_ranker(
+def test_a_position_sensitive_upstream_gives_a_u_and_a_rule_where_the_ranker_finds_the_needle(
     make_client: Any, fake: FakeUpstream, tmp_path: Path
 ) -> None:
     sink = tmp_path / "shadow.jsonl"
@@ -104,24 +105,27 @@ def test_a_position_sensitive_upstream_gives_a_u_and_the_rule_follows_the_probes
     [group] = probes["groups"]
     assert (group["model"], group["format"], group["probes"]) == ("fake-model", "litm", 45)
     assert set(group["kinds"]) == {"literal", "one-hop", "nolima"}
+    # The kinds a ranker can find come first, as real questions share a word with their passage (KIND_WEIGHTS).
+    assert group["kinds"]["nolima"] < group["kinds"]["literal"] + group["kinds"]["one-hop"]
     assert accuracy(group, "none") == {"first": 1.0, "middle": 0.0, "last": 1.0}
     assert group["u_depth"]["none"]["value"] == 1.0
     by_kind = group["by_kind"]
     # Where the question names the needle, the lexical ranker finds it: reorder recovers the middle every time.
     for kind in ("literal", "one-hop"):
         assert accuracy(by_kind[kind], "reorder") == {"first": 1.0, "middle": 1.0, "last": 1.0}
-        [named] = by_kind[kind]["lift"]
-        assert (named["wins"], named["losses"]) == (by_kind[kind]["probes"], 0)
-    assert any(by_kind[kind]["lift"][0]["significant"] for kind in ("literal", "one-hop"))
+    [found] = group["findable"]["lift"]
+    assert (found["wins"], found["losses"], found["significant"]) == (group["findable"]["probes"], 0, True)
     # Where it must make a hop, the lexical ranker scores every document alike: reorder keeps the client's order,
-    # and the needle's document stays where the upstream does not read.
+    # and the needle's document stays where the upstream does not read; no loss either.
     [hard] = by_kind["nolima"]["lift"]
     assert accuracy(by_kind["nolima"], "reorder") == {"first": 1.0, "middle": 0.0, "last": 1.0}
-    assert (hard["wins"], hard["significant"]) == (0, False)
-    # The rule follows the harder kind: none for reorder, and the policy says why.
-    assert "[[rule]]" not in policy
-    assert "reorder: its lift holds on the one-hop probes" in policy or "holds on the literal probes" in policy
-    assert "nolima probes that test its ranker" in policy
+    assert (hard["wins"], hard["losses"]) == (0, 0)
+    # So the rule: its lift holds where the ranker can find the evidence, and it loses nothing where it cannot.
+    [rule] = tomllib.loads(policy)["rule"]
+    assert rule["strategy"] == "reorder"
+    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/literal+one-hop/reorder"
+    assert "reorder: judged on the " in policy
+    assert "literal+one-hop probes where its ranker can find the needle; no significant loss on the " in policy
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Positional probes" in report
     assert "By kind (each its own Holm family):" in report
@@ -130,35 +134,79 @@ def test_a_position_sensitive_upstream_gives_a_u_and_the_rule_follows_the_probes
     assert metric(client, "contextlift_shadow_probes_total", position="middle", pipeline="none", outcome="wrong") == 45
 
 
-def test_a_probe_rule_for_a_ranked_strategy_rests_on_the_probes_that_test_its_ranker(
+LIFT = {"strategy": "reorder", "value": 0.4, "ci95": [0.2, 0.6], "n": 36, "wins": 14, "losses": 0, "p": 1e-4,
+        "p_holm": 1e-4, "family": 1, "test": "mcnemar-exact", "middle": 1.0, "detectable": 0.2,
+        "significant": True, "harmful": False, "cost": {"calls_vs_none": 1.0, "p50_s_vs_none": 1.0}}  # fmt: skip
+
+
+def probes_file(out: Path, nolima: dict[str, Any]) -> None:
+    found = {**LIFT, "value": 0.5, "wins": 12, "n": 24}
+    group = {"model": "fake-model", "format": "litm", "probes": 36, "kinds": {"literal": 24, "nolima": 12},
+             "documents": [9, 9], "first": "2026-11-27T10:00:00Z", "last": "2026-11-27T11:00:00Z",
+             "strategies": ["none", "reorder"], "errors": {}, "accuracy": [], "u_depth": {}, "lift": [LIFT],
+             "by_kind": {"literal": {"probes": 24, "lift": [found]}, "nolima": {"probes": 12, "lift": [nolima]}},
+             "findable": {"probes": 24, "lift": [found]}}  # fmt: skip
+    out.mkdir()
+    (out / "probes.json").write_text(json.dumps({"kind": "contextlift-shadow-probes", "groups": [group]}))
+
+
+def test_a_ranked_rule_rests_on_the_probes_its_ranker_can_find_and_auto_applies_it(
     make_client: Any, fake: FakeUpstream, tmp_path: Path
 ) -> None:
-    """Where the ranker passes the probes that test it, the rule is written from them, and `auto` applies it."""
     out = tmp_path / "report"
-    out.mkdir()
-    lift = {"strategy": "reorder", "value": 0.4, "ci95": [0.2, 0.6], "n": 36, "wins": 14, "losses": 0, "p": 1e-4,
-            "p_holm": 1e-4, "family": 1, "test": "mcnemar-exact", "middle": 1.0, "detectable": 0.2,
-            "significant": True, "harmful": False, "cost": {"calls_vs_none": 1.0, "p50_s_vs_none": 1.0}}  # fmt: skip
-    weaker = {**lift, "value": 0.3, "wins": 11}
-    group = {"model": "fake-model", "format": "litm", "probes": 24, "kinds": {"literal": 12, "nolima": 12},
-             "documents": [9, 9], "first": "2026-11-27T10:00:00Z", "last": "2026-11-27T11:00:00Z",
-             "strategies": ["none", "reorder"], "errors": {}, "accuracy": [], "u_depth": {}, "lift": [lift],
-             "by_kind": {"literal": {"probes": 12, "lift": [lift]},
-                         "nolima": {"probes": 12, "lift": [weaker]}}}  # fmt: skip
-    (out / "probes.json").write_text(json.dumps({"kind": "contextlift-shadow-probes", "groups": [group]}))
-    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml")]) == 0
+    probes_file(out, {**LIFT, "value": 0.0, "wins": 0, "losses": 0, "significant": False, "p": 1.0, "p_holm": 1.0})
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml"), "--keep", "none"]) == 0
     policy = (tmp_path / "policy.toml").read_text()
-    rule = tomllib.loads(policy)["rule"][0]
+    [rule] = tomllib.loads(policy)["rule"]
     assert (rule["strategy"], rule["formats"], rule["documents"]) == ("reorder", ["litm"], [9, 9])
-    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/nolima/reorder"
-    assert rule["evidence"]["lift"] == 0.3, "the nolima probes' lift, not the literal ones'"
-    assert "Its lift is read from the nolima probes alone: they are the ones that test its ranker." in policy
+    assert rule["evidence"]["id"] == "report#probes/fake-model/litm/literal+one-hop/reorder"
+    assert rule["evidence"]["lift"] == 0.5, "the findable probes' lift, not every probe's"
+    assert "no significant loss on the 12 nolima probes (reorder (literal) lift +0.000" not in policy
+    assert "no significant loss on the 12 nolima probes" in policy
 
     fake.queue(lost_in_the_middle)
     auto = make_client(policy_file=str(tmp_path / "policy.toml"))
     response = auto.post("/v1/chat/completions", json=request_body(99), headers={"X-Context-Strategy": "auto"})
     assert response.headers["x-context-strategy"].startswith("reorder")
-    assert "report#probes/fake-model/litm/nolima/reorder" in response.headers["x-context-policy"]
+    assert "report#probes/fake-model/litm/literal+one-hop/reorder" in response.headers["x-context-policy"]
+
+
+def test_a_ranked_pipeline_that_loses_where_its_ranker_cannot_find_the_needle_gets_no_rule(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    lost = {**LIFT, "value": -0.5, "wins": 0, "losses": 10, "n": 12, "ci95": [-0.8, -0.2], "significant": False,
+            "harmful": True, "p": 0.002, "p_holm": 0.002}  # fmt: skip
+    probes_file(out, lost)
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml"), "--keep", "none"]) == 0
+    policy = (tmp_path / "policy.toml").read_text()
+    assert "rule" not in tomllib.loads(policy)
+    assert "but it loses on the 12 nolima probes" in policy
+
+
+def test_the_writer_keeps_the_rules_this_run_does_not_contradict(tmp_path: Path) -> None:
+    """A run that decides nothing leaves the rules in force in place (the built-in ones by default), and says how
+    many pairs would decide; a rule whose requests the run covers and finds losing is dropped, with why."""
+    out = tmp_path / "report"
+    probes_file(out, {**LIFT, "value": 0.0, "wins": 0, "losses": 0, "significant": False, "p": 1.0, "p_holm": 1.0})
+    earlier = tmp_path / "earlier.toml"
+    evidence = (
+        'evidence = { id = "r#x", lift = 0.2, ci95 = [0.1, 0.3], n = 90, test = "mcnemar-exact", p = 0.001, '
+        'correction = "holm/1", report = "r", date = "2026-12-01" }\n'
+    )
+    earlier.write_text(
+        "version = 1\n"
+        f'[[rule]]\nid = "mine"\nmodel = "other-model*"\nformats = ["litm"]\nstrategy = "recite"\n{evidence}'
+        f'[[rule]]\nid = "theirs"\nmodel = "fake-*"\nformats = ["litm"]\nstrategy = "fact"\n{evidence}'
+    )
+    assert main(["policy", str(out), "--out", str(tmp_path / "policy.toml"), "--keep", str(earlier)]) == 0
+    text = (tmp_path / "policy.toml").read_text()
+    rules = {r["id"]: r for r in tomllib.loads(text)["rule"]}
+    assert set(rules) == {"mine", "probe-fake-model-litm"}, "theirs: the run wrote its own rule for fake-model/litm"
+    assert "mine: kept from earlier.toml; this run did not judge its model and format." in text
+    assert "theirs (from earlier.toml): dropped, this run found a rule of its own (fake-model / litm)." in text
+    # By default, the built-in policy's rules stay where the run says nothing of their model.
+    assert main(["policy", str(out), "--out", str(tmp_path / "fresh.toml")]) == 0
+    kept = {r["id"] for r in tomllib.loads((tmp_path / "fresh.toml").read_text())["rule"]}
+    assert {"smollm2-litm", "smollm2-paragraphs", "smollm2-unmovable"} <= kept
 
 
 def test_a_position_blind_upstream_gives_a_flat_table_and_no_rule(
@@ -173,6 +221,7 @@ def test_a_position_blind_upstream_gives_a_flat_table_and_no_rule(
     assert [(row["wins"], row["losses"], row["significant"]) for row in group["lift"]] == [(0, 0, False)]
     assert "[[rule]]" not in policy
     assert "fake-model / litm: 12 probes from live traffic: no rule" in policy
+    assert "pairs would decide it" not in policy  # no pipeline gained: there is no size to plan a run for
 
 
 def test_probes_keep_no_text_without_capture_and_spend_from_the_budget(

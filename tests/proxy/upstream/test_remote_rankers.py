@@ -159,7 +159,7 @@ def test_a_service_ranker_ranks_through_the_proxy(
         )
         metrics = client.get("/metrics").text
     assert response.status_code == 200
-    assert response.headers["x-context-strategy"] == "reorder; ranker=svc"
+    assert response.headers["x-context-strategy"] == "reorder; ranker=svc; gate=unmeasured"
     assert documents_sent(fake) == BEST_FIRST
     sent_path, headers, body = fake_service.requests[-1]
     assert sent_path == path
@@ -235,7 +235,7 @@ def test_fusion_of_a_service_and_lexical_survives_the_service_failing(service: t
         response = client.post(
             "/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "reorder; ranker=both"}
         )
-    assert response.headers["x-context-strategy"] == "reorder; ranker=both"
+    assert response.headers["x-context-strategy"] == "reorder; ranker=both; gate=unmeasured"
     assert documents_sent(fake)[0] == DOCS[2]  # BM25 alone still finds it
 
 

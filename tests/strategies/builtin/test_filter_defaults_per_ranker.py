@@ -93,7 +93,7 @@ def test_a_margin_keeps_what_is_within_it_of_the_best_and_top_cuts_after_it() ->
 
 async def test_an_unmeasured_ranker_keeps_every_document_and_says_so() -> None:
     order, applied = await kept_texts("filter; ranker=rerank")
-    assert (order, applied) == (TEXTS, "filter; ranker=rerank; unmeasured-with=rerank")
+    assert (order, applied) == (TEXTS, "filter; ranker=rerank; gate=unmeasured; unmeasured-with=rerank")
 
 
 @pytest.mark.parametrize(
