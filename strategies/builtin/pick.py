@@ -13,7 +13,9 @@ passage, or a failed call, leaves the request as it came (`skipped=no-pick`, `sk
 
 from __future__ import annotations
 
+import random
 import re
+import zlib
 from typing import ClassVar
 
 import anyio
@@ -22,6 +24,7 @@ from contextlift.strategies.builtin.excerpt import DEFAULT_MAX_TOKENS, place_of,
 from contextlift.strategies.builtin.prompts import PICK_PROMPT
 from contextlift.strategies.plugin import (
     ChatRequest,
+    Completion,
     Param,
     Params,
     StepContext,
@@ -49,10 +52,13 @@ class Pick(Transform):
               maximum=256),
         Param("quote_tokens", int, DEFAULT_MAX_TOKENS, "where the passages cannot move: the most tokens (cl100k) "
               "of quoted text", minimum=16, maximum=4096),
+        Param("orders", int, 1, "picking calls, each with the passages numbered in another order (the client's, "
+              "then reversed, then shuffled); with more than one, only passages every call names move: a model that "
+              "names whatever is listed first is not followed", minimum=1, maximum=3),
     )  # fmt: skip
 
     def max_upstream_calls(self, params: Params) -> int:
-        return 1
+        return int(params["orders"])
 
     async def transform(self, request: ChatRequest, params: Params, context: StepContext) -> ChatRequest:
         target = request if request.documents else request.unmovable
@@ -66,16 +72,23 @@ class Pick(Transform):
             place = await place_of(target, context)  # quoting needs a place before the question
             if place is None:
                 return request
-        body = await anyio.to_thread.run_sync(_picking_body, target, int(params["max_tokens"]))
+        orders = _orders(len(target.documents), int(params["orders"]), target.question)
+        bodies = [
+            await anyio.to_thread.run_sync(_picking_body, target, order, int(params["max_tokens"])) for order in orders
+        ]
         try:
-            answer = await context.upstream.complete(body)
+            answers = await _ask_all(bodies, context)
         except UpstreamFailure:
             context.note("skipped=pick-failed")
             return request
-        context.prior_calls.append(answer)
-        picked = picked_passages(answer_text(answer), len(target.documents), int(params["top"]))
+        context.prior_calls.extend(answers)
+        named = [
+            [order[i] for i in picked_passages(answer_text(answer), len(order), len(order))]
+            for order, answer in zip(orders, answers, strict=True)
+        ]
+        picked = [i for i in named[0] if all(i in other for other in named[1:])][: int(params["top"])]
         if not picked:
-            context.note("skipped=no-pick")
+            context.note("skipped=no-pick" if not all(named) else "skipped=disagree")
             return request
         context.note("picked=" + "+".join(str(i + 1) for i in picked))
         if place is not None:
@@ -97,10 +110,46 @@ def picked_passages(answer: str, count: int, top: int) -> list[int]:
     return picked
 
 
-def _picking_body(target: ChatRequest, max_tokens: int) -> dict[str, object]:
+def _orders(count: int, orders: int, question: str) -> list[list[int]]:
+    """The passages' orders the picking calls number them in: the client's, reversed, then a shuffle seeded by the
+    question (the same request is numbered the same way each time)."""
+    chosen = [list(range(count)), list(range(count))[::-1]][:orders]
+    if orders > 2:
+        shuffled = list(range(count))
+        random.Random(zlib.crc32(question.encode("utf-8", "replace"))).shuffle(shuffled)
+        chosen.append(shuffled)
+    return chosen
+
+
+async def _ask_all(bodies: list[dict[str, object]], context: StepContext) -> list[Completion]:
+    """Every picking call's answer, the calls made together.
+
+    Raises:
+        UpstreamFailure: any of them failed (the others are cancelled).
+    """
+    if len(bodies) == 1:
+        return [await context.upstream.complete(bodies[0])]
+    answers: list[Completion | None] = [None] * len(bodies)
+
+    async def ask(index: int) -> None:
+        answers[index] = await context.upstream.complete(bodies[index])
+
+    try:
+        async with anyio.create_task_group() as group:
+            for index in range(len(bodies)):
+                group.start_soon(ask, index)
+    except BaseExceptionGroup as failed:  # a task group raises its tasks' errors as a group
+        matched, _ = failed.split(UpstreamFailure)
+        if matched is None:
+            raise
+        raise matched.exceptions[0] from None
+    return [a for a in answers if a is not None]
+
+
+def _picking_body(target: ChatRequest, order: list[int], max_tokens: int) -> dict[str, object]:
     passages = "\n\n".join(
-        f"[{number}] {' '.join(document.text[:MAX_PASSAGE_CHARS].split())}"
-        for number, document in enumerate(target.documents, start=1)
+        f"[{number}] {' '.join(target.documents[index].text[:MAX_PASSAGE_CHARS].split())}"
+        for number, index in enumerate(order, start=1)
     )
     body = intermediate_body(target, PICK_PROMPT.format(passages=passages, question=target.question), max_tokens)
     body["temperature"] = 0  # a choice, not a sample: the same passages each time the same request comes

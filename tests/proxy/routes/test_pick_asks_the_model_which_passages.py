@@ -124,3 +124,31 @@ def test_pick_costs_two_calls_up_front(client: Any) -> None:
     registry = build_registry()
     assert registry.resolve(parse_selection("pick"), {}).max_upstream_calls() == 2
     assert registry.resolve(parse_selection("pick, medoid; k=3"), {}).max_upstream_calls() == 4
+
+
+def test_with_two_orders_only_a_passage_both_calls_name_moves(client: Any, fake: FakeUpstream) -> None:
+    # The second call numbers the passages in reverse: its [2] is the client's document 3. The calls go together, so
+    # each is answered by what it shows.
+    def gamma(request: httpx.Request) -> httpx.Response:
+        shown = json.loads(request.content)["messages"][-1]["content"]
+        return picked("3" if f"[1] {TEXTS[0]}" in shown else "2")
+
+    fake.queue(gamma, gamma)
+    response = post(client, chat(litm()), "pick; orders=2")
+    assert response.headers["x-context-strategy"] == "pick; orders=2; picked=3"
+    assert response.headers["x-context-upstream-calls"] == "3"
+    reversed_call = next(b for b in fake.bodies[:2] if f"[1] {TEXTS[3]}" in b["messages"][-1]["content"])
+    assert f"[4] {TEXTS[0]}" in reversed_call["messages"][-1]["content"]
+
+
+def test_a_model_that_names_whatever_comes_first_is_not_followed(client: Any, fake: FakeUpstream) -> None:
+    original = chat(litm())
+    raw = json.dumps(original, separators=(",", ":")).encode()
+    fake.queue(picked("1, 2"), picked("1, 2"))
+    response = client.post(
+        "/v1/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json", "x-context-strategy": "pick; orders=2"},
+    )
+    assert response.headers["x-context-strategy"] == "pick; orders=2; skipped=disagree"
+    assert fake.requests[-1].content == raw

@@ -287,3 +287,24 @@ def test_the_token_budget_is_reserved_before_a_sample_runs(make_client: Any, fak
         settle(on)
     assert shadow_of(on).records == 1
     assert metric(on, "contextlift_shadow_samples_total", outcome="dropped-budget") == 1
+
+
+def test_a_candidate_that_is_the_served_pipeline_is_not_asked_again(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path
+) -> None:
+    """`reorder` served and `reorder` a candidate: the control already asks the served pipeline again, so the
+    candidate is left out, the record says so, and no comparison of reorder with itself reaches the report."""
+    sink = tmp_path / "shadow.jsonl"
+    answered(fake, blind)
+    fake.queue(*[blind] * 20)
+    client = make_client(
+        shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder", "focus"], shadow_sink=str(sink)
+    )
+    client.post("/v1/chat/completions", json=BODY, headers={"X-Context-Strategy": "reorder"})
+    settle(client)
+    [record] = [json.loads(line) for line in sink.read_text().splitlines() if '"candidates"' in line]
+    assert record["served"] == "reorder"
+    assert [row["strategy"] for row in record["candidates"]] == ["focus"]
+    assert record["served_as_candidate"] is True
+    # The served call, then focus, the control and the two other orders.
+    assert len(fake.requests) == 1 + 4
