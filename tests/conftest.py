@@ -99,7 +99,7 @@ def fake() -> FakeUpstream:
 def make_client(fake: FakeUpstream) -> Iterator[Any]:
     """Builds a test client of the proxy in front of the fake upstream; settings overrides as keywords. Its ranked
     steps act on every ranking (`ranker_gates` 0): these tests are about what a step does when it acts; the gate's
-    own tests (tests/proxy/routes/test_one_gate_for_every_ranked_step.py) set the measured gates back."""
+    own tests (tests/proxy/pipelines/test_one_gate_for_every_ranked_step.py) set the measured gates back."""
     clients: list[TestClient[Any]] = []
 
     def build(**overrides: Any) -> TestClient[Any]:

@@ -5,6 +5,7 @@ strategy's answer is a valid completion."""
 from __future__ import annotations
 
 import copy
+import re
 
 import openai
 import pytest
@@ -33,7 +34,8 @@ def test_a_framework_request_is_reordered_on_the_real_model(sdk: openai.OpenAI, 
     )
     assert raw.headers["x-context-format"] == SHAPES[name]
     assert raw.headers["x-context-documents"] == str(len(prompt.documents))
-    assert raw.headers["x-context-strategy"] == "reorder"
+    # It moves, or, where its ranker is not sure of the first document, says so and sends the order as it came.
+    assert re.fullmatch(r"reorder(; skipped=margin; margin=0\.\d{3})?", raw.headers["x-context-strategy"])
     assert raw.parse().choices[0].message.content is not None
 
 

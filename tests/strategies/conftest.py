@@ -1,6 +1,7 @@
 """The strategies' own tests run their ranked steps on every ranking: they test what a step does when it acts, on
 documents of a few words whose margins no measurement covered. The gate's own tests
-(tests/strategies/test_one_gate_for_every_ranked_step.py) ask for the measured gates by name (`MEASURED`)."""
+(tests/strategies/test_one_gate_for_every_ranked_step.py) ask for the measured gates by name
+(`tests.strategies.gates.MEASURED`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from types import MappingProxyType
 import pytest
 
 from contextlift.strategies.rankers import gate
-
-MEASURED = gate.GATES
-"""The gates as measured and shipped, for the tests that check them."""
+from tests.strategies.gates import MEASURED
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from contextlift.strategies.plugin import ChatRequest, Params, StepContext, Tran
 from contextlift.strategies.rankers import Ranker, RankerSet, published_rankers
 from contextlift.strategies.rankers.gate import merged
 from contextlift.strategies.request import Document
-from tests.strategies.conftest import MEASURED
+from tests.strategies.gates import MEASURED
 from tests.strategies.scripted import ScriptedUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
