@@ -77,7 +77,7 @@ def test_a_real_embeddings_server_ranks_through_the_proxy(embeddings_server: str
         )
         metrics = client.get(f"{url}/metrics").text
     assert response.status_code == 200
-    assert response.headers["x-context-strategy"] == "reorder; ranker=llama"
+    assert response.headers["x-context-strategy"] == "reorder; ranker=llama; gate=unmeasured"  # a service: no gate
     assert 'contextlift_rankings_total{outcome="ok",ranker="llama"} 1.0' in metrics
 
 
