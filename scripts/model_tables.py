@@ -201,9 +201,13 @@ def reports(root: Path) -> list[str]:
                 continue
             run = json.loads((root / name / shape / "run.json").read_text(encoding="utf-8"))
             upstreams = ", ".join(f"`{fingerprint}`" for fingerprint in run.get("upstreams") or {})
+            per_position = max(
+                (int(r["n"]) for r in report.get("accuracy", []) if r.get("position") is not None), default=10
+            )
+            samples = "" if per_position == 10 else f"SAMPLES={per_position} "
             lines.append(
-                f"- [{name} / {shape}]({name}/{shape}/report.md): `scripts/reference_eval_model {name} {shape}`, "
-                f"upstream {upstreams or 'not recorded'}"
+                f"- [{name} / {shape}]({name}/{shape}/report.md): `{samples}scripts/reference_eval_model {name} "
+                f"{shape}`, upstream {upstreams or 'not recorded'}"
             )
     return lines
 
@@ -216,8 +220,10 @@ def page(root: Path, drawn: list[Path]) -> str:
         "Written by `.venv/bin/python scripts/model_tables.py --write` from the reports below; the summary and what",
         "follows from it: [results](../index.md#three-embedded-models-side-by-side). Lost in the Middle's QA at 10",
         "documents, generated fictional facts (no model knows the answers), the gold first / in the middle (index 4) /",
-        "last, 10 questions per position and regime (n = 30 paired cases per row), `none` re-asked on 6 cases per",
-        "regime for the A/A floor. Accuracy is `best_subspan_em`; lifts, intervals, tests and the verdict rule are the",
+        "last, 10 questions per position and regime (n = 30 paired cases per row; 30 per position where a report's",
+        "command says `SAMPLES=30`), `none` re-asked on 6 cases per regime for the A/A floor. The runs named `-gated`",
+        "ask every ranked step behind its ranker's gate (lexical, stemmed) and `pick`, the model naming the passages.",
+        "Accuracy is `best_subspan_em`; lifts, intervals, tests and the verdict rule are the",
         "report's ([reading a lift](../index.md#reading-a-lift)); Holm's family is the pipelines of one report and",
         "regime (`/1` or `/2`).",
         "",
