@@ -124,7 +124,9 @@ def test_the_built_in_policy_and_the_example_load() -> None:
     from contextlift.proxy.policy import example_policy
 
     built_in = load_policy(BUILT_IN, lambda text, param: Pipeline())
-    assert built_in.choose(features(model="smollm2-135m-instruct", format="litm")).rule == "smollm2-litm"
+    # The paper's shape has no rule since the gate (reference.toml says why); LangChain's default join has one.
+    assert built_in.choose(features(model="smollm2-135m-instruct", format="litm")).rule == "none"
+    assert built_in.choose(features(model="smollm2-135m-instruct", format="paragraphs")).rule == "smollm2-paragraphs"
     assert built_in.choose(features(model="gpt-4o", format="litm")).rule == "none"
     assert "[[rule]]" in example_policy()
 

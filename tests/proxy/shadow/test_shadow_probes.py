@@ -206,7 +206,7 @@ def test_the_writer_keeps_the_rules_this_run_does_not_contradict(tmp_path: Path)
     # By default, the built-in policy's rules stay where the run says nothing of their model.
     assert main(["policy", str(out), "--out", str(tmp_path / "fresh.toml")]) == 0
     kept = {r["id"] for r in tomllib.loads((tmp_path / "fresh.toml").read_text())["rule"]}
-    assert {"smollm2-litm", "smollm2-paragraphs", "smollm2-unmovable"} <= kept
+    assert {"smollm2-paragraphs", "smollm2-unmovable"} <= kept
 
 
 def test_a_position_blind_upstream_gives_a_flat_table_and_no_rule(
