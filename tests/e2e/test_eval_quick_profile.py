@@ -39,6 +39,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(out),
             "--write-policy",
             str(out / "policy.toml"),
+            # What this report alone writes: without the built-in rules a written policy keeps by default.
+            "--keep",
+            "none",
         ],
         env=env,
         capture_output=True,
