@@ -31,6 +31,13 @@ def post(client: Any, body: dict[str, Any], strategy: str = "pick") -> Any:
     return client.post("/v1/chat/completions", json=body, headers={"x-context-strategy": strategy})
 
 
+def post_raw(client: Any, strategy: str = "pick") -> tuple[bytes, Any]:
+    """The paper's prompt sent as exact bytes, and the response: a step that declines must forward these bytes."""
+    raw = json.dumps(chat(litm()), separators=(",", ":")).encode()
+    headers = {"content-type": "application/json", "x-context-strategy": strategy}
+    return raw, client.post("/v1/chat/completions", content=raw, headers=headers)
+
+
 def test_the_picking_call_numbers_every_passage_and_asks_for_numbers(client: Any, fake: FakeUpstream) -> None:
     fake.queue(picked("3"))
     post(client, chat(litm(), temperature=0.8, max_tokens=200))
@@ -65,26 +72,16 @@ def test_usage_counts_the_picking_call(client: Any, fake: FakeUpstream) -> None:
 
 
 def test_an_answer_that_names_no_passage_leaves_the_body_byte_for_byte(client: Any, fake: FakeUpstream) -> None:
-    original = chat(litm())
-    raw = json.dumps(original, separators=(",", ":")).encode()
     for answer in ("None of them.", "7, 12, 0", ""):
         fake.queue(picked(answer))
-        response = client.post(
-            "/v1/chat/completions",
-            content=raw,
-            headers={"content-type": "application/json", "x-context-strategy": "pick"},
-        )
+        raw, response = post_raw(client)
         assert response.headers["x-context-strategy"] == "pick; skipped=no-pick"
         assert fake.requests[-1].content == raw
 
 
 def test_a_picking_call_that_fails_leaves_the_body_and_the_request_is_answered(client: Any, fake: FakeUpstream) -> None:
-    original = chat(litm())
-    raw = json.dumps(original, separators=(",", ":")).encode()
     fake.queue(httpx.Response(400, json={"error": {"message": "no", "type": "invalid_request_error"}}))
-    response = client.post(
-        "/v1/chat/completions", content=raw, headers={"content-type": "application/json", "x-context-strategy": "pick"}
-    )
+    raw, response = post_raw(client)
     assert response.status_code == 200
     assert response.headers["x-context-strategy"] == "pick; skipped=pick-failed"
     assert fake.requests[-1].content == raw
@@ -142,13 +139,7 @@ def test_with_two_orders_only_a_passage_both_calls_name_moves(client: Any, fake:
 
 
 def test_a_model_that_names_whatever_comes_first_is_not_followed(client: Any, fake: FakeUpstream) -> None:
-    original = chat(litm())
-    raw = json.dumps(original, separators=(",", ":")).encode()
     fake.queue(picked("1, 2"), picked("1, 2"))
-    response = client.post(
-        "/v1/chat/completions",
-        content=raw,
-        headers={"content-type": "application/json", "x-context-strategy": "pick; orders=2"},
-    )
+    raw, response = post_raw(client, "pick; orders=2")
     assert response.headers["x-context-strategy"] == "pick; orders=2; skipped=disagree"
     assert fake.requests[-1].content == raw
