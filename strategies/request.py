@@ -9,11 +9,24 @@ being rewritten when it moves.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextlift.strategies.spans import DocumentFormat, render_litm_line
+
+# A turn or a closing line that tells the model how to answer, not what: "Please respond in the same language as the
+# user's question.", Onyx's `<system-reminder>` turn after the question ("Remember to provide inline citations ...").
+_REMINDER = re.compile(r"(?is)\A\s*<(?P<tag>system-reminder|reminder|instructions?)>.*</(?P=tag)>\s*\Z")
+_INSTRUCTION_LINE = re.compile(
+    r"(?im)^[ \t]*(?:please[ \t]+|always[ \t]+|remember[ \t]*(?:to|that|:)?[ \t]*)*(?:respond|reply|answer|write|"
+    r"provide|cite|use|make sure|be sure|do not|don't|never|keep|format)\b[^\n?]{0,300}"
+    r"\b(?:question|query|answer|response|reply|citations?|cite|language|format)\b[^\n?]{0,300}$"
+)
+"""One line of such an instruction: imperative, naming the question or the answer, asking nothing."""
+_MAX_TURNS_BACK = 4
+"""Instruction turns passed over, at most, looking for the user's question before them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +252,29 @@ def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     """The text of the chat's last user turn, stripped; "" without one."""
     last = next((m for m in reversed(messages) if isinstance(m, Mapping) and m.get("role") == "user"), None)
     return text_of(last).strip() if last is not None else ""
+
+
+def is_instruction(text: str) -> bool:
+    """Whether `text` tells the model how to answer and asks nothing: a `<system-reminder>` (or `<instructions>`)
+    turn, or lines that are all imperatives about the answer, none with a question mark."""
+    if _REMINDER.match(text):
+        return True
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and len(lines) <= 8 and all(_INSTRUCTION_LINE.fullmatch(line) for line in lines)
+
+
+def asking_turn(messages: Sequence[Mapping[str, Any]], last_user: int) -> int:
+    """The user turn that asks: `last_user`, or the latest user turn before it when the turns after that one only
+    instruct (`is_instruction`); -1 without a user turn."""
+    index = last_user
+    for _ in range(_MAX_TURNS_BACK):
+        if index < 0 or not is_instruction(text_of(messages[index])):
+            return index
+        earlier = next((i for i in range(index - 1, -1, -1) if messages[i].get("role") == "user"), -1)
+        if earlier < 0:
+            return index
+        index = earlier
+    return index
 
 
 def _separator(separators: tuple[str, ...], index: int) -> str:

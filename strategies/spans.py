@@ -72,7 +72,9 @@ NUMBERED_MARKER = re.compile(
 """A numbered source's marker at a document's start, as the numbered shape reads it (`[3]`, `Source 3`, `### Source
 3`, `**Passage 2**`): the marker as written (`marker`) and the number it shows (`bracketed` or `named`)."""
 BLANK_LINE = re.compile(r"\n[ \t]*\n")
-QUESTION_WORDS = "question|query|user query|user question|your question|the question|user's question"
+QUESTION_WORDS = (
+    "question|query|user query|user question|your question|the question|user's question|my question(?:[ \t]+is)?"
+)
 """What a heading or a bold line standing alone above the question says (`## Question`, `**User query**`)."""
 QUESTION_HEADING = rf"^[ \t]*(?:#{{1,6}}[ \t]*(?:\*\*)?|\*\*)(?:{QUESTION_WORDS})(?:\*\*)?[ \t]*:?(?:\*\*)?[ \t]*$"
 """A line that is only a heading naming the question (pattern text, multi-line mode): the question is below it.

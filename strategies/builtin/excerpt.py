@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import anyio
 
 from contextlift.strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform, rank
+from contextlift.strategies.request import asking_turn
 from contextlift.strategies.spans import END_CUE, MAX_NUMBER_DIGITS, NUMBERED_MARKER, DocumentFormat
 
 FRAMING = "Relevant excerpt (from document {number}):"
@@ -226,7 +227,8 @@ def _place(request: ChatRequest) -> Place | None:
     block = request.block
     assert block is not None
     messages = request.messages
-    last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=-1)
+    # The turn that asks, not a reminder the app sends after it (`asking_turn`).
+    last_user = asking_turn(messages, max((i for i, m in enumerate(messages) if _role(m) == "user"), default=-1))
     last_document = block.message_indices[-1] if block.message_indices else block.message_index
     # Tool results answer the question asked before them, and a tool's own text is the tool's: the user's turn.
     in_tool = block.format is DocumentFormat.MESSAGES or _role(messages[block.message_index]) == "tool"

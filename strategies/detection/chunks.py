@@ -152,13 +152,27 @@ def _rule_lines(text: str, start: int, end: int, enclosed: Enclosed) -> list[re.
 
 
 def underlines(text: str, start: int, rule: re.Match[str]) -> bool:
-    """Whether the rule line `rule` is the underline of the title just above it (as long as that line), reading
-    no further back than `start`."""
+    """Whether the rule line `rule` decorates a title, reading no further back than `start`: the underline of the
+    line of text just above it, as long as that line or, of any length, with a blank line (or the text's end) below
+    it (Markdown's setext headings, reStructuredText's titles). A join written straight under a chunk's last line
+    has the next chunk's first line below it, never a blank one: chunks are stripped. (A reStructuredText overline
+    is not told from a join above a one-line chunk: it stays a separator line, and a reading that cuts at it is a
+    guess.)"""
     if rule.start() <= start:
         return False
     above_start = text.rfind("\n", start, rule.start() - 1) + 1
     above = text[max(above_start, start) : rule.start() - 1].strip()
-    return len(above) == len(rule.group(0).strip()) and any(c.isalnum() for c in above)
+    if not any(c.isalnum() for c in above):
+        return False
+    return len(above) == len(rule.group(0).strip()) or _blank_line_after(text, rule.end())
+
+
+def _blank_line_after(text: str, line_end: int) -> bool:
+    """Whether the line after the one ending at `line_end` is blank, or none follows."""
+    if line_end >= len(text):
+        return True
+    next_end = text.find("\n", line_end + 1)
+    return not text[line_end + 1 : len(text) if next_end == -1 else next_end].strip()
 
 
 def _by_separator_lines(text: str, start: int, end: int, lines: list[re.Match[str]]) -> list[DocumentSpan] | None:

@@ -18,6 +18,7 @@ as it came, and `ChatRequest.detection` says why (`none: no-context-region`, `si
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,6 +27,7 @@ from contextlift.strategies.detection.apps import APP_TEMPLATES, TemplateMismatc
 from contextlift.strategies.detection.chunks import AmbiguousChunks, UnprovenChunks, separator_line_in
 from contextlift.strategies.detection.declared import DeclaredFormat, declared_for
 from contextlift.strategies.detection.documents_field import DOCUMENTS_FIELD, from_documents_field
+from contextlift.strategies.detection.elements import scan_elements
 from contextlift.strategies.detection.formats import SCANNERS, AmbiguousElements
 from contextlift.strategies.detection.limits import DocumentLimitError, DocumentLimits
 from contextlift.strategies.detection.message_documents import (
@@ -37,7 +39,14 @@ from contextlift.strategies.detection.message_documents import (
 from contextlift.strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
 from contextlift.strategies.detection.question import find_question
 from contextlift.strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
-from contextlift.strategies.request import ChatRequest, Document, DocumentBlock, last_user_text, text_of
+from contextlift.strategies.request import (
+    ChatRequest,
+    Document,
+    DocumentBlock,
+    asking_turn,
+    last_user_text,
+    text_of,
+)
 from contextlift.strategies.spans import DocumentFormat, DocumentSpan
 
 _SEARCHED_ROLES = ("user", "system", "developer", "tool")
@@ -52,6 +61,7 @@ _INFERRED = (
 _NEED_QUESTION = (*_INFERRED, DocumentFormat.NUMBERED)
 """Formats whose markers could be an ordinary list (`[1]`, a `Context:` label): a question found outside the
 documents is part of their evidence. `Document [1]`, `<document>` and `Document 1:` name documents themselves."""
+_TAG = re.compile(r"</?[A-Za-z][\w.:-]{0,40}(?:[ \t][^<>\n]{0,1000})?>")
 _REASON_RANK = (
     "no-context-region",
     "no-question",
@@ -170,7 +180,7 @@ class _Search:
         self.reasons = reasons
         self.most = None if limits is None else limits.max_documents + 1
         # Found once: reading the later messages again for each candidate made a long chat cost its square.
-        self.last_user = _last_user_index(self.messages)
+        self.last_user = asking_turn(self.messages, _last_user_index(self.messages))
         self.unmovable: ChatRequest | None = None
         """The first context declined as `ambiguous-chunks` that would otherwise have been read."""
 
@@ -340,6 +350,11 @@ class _Search:
                     continue
                 if spans and not self._nested(text, spans, fmt, region):
                     yield _Candidate(fmt, spans, fmt.value)
+        if self._allows(DocumentFormat.XML):
+            elements = scan_elements(text)
+            if elements is not None and not self._nested(text, elements.spans, DocumentFormat.XML, region):
+                spans = elements.spans[: self.most]
+                yield _Candidate(DocumentFormat.XML, spans, f"{DocumentFormat.XML.value}; tag={elements.tag}")
         yield from self._region_candidates(text, region)
         if self._allows(DocumentFormat.NUMBERED):
             yield from self._numbered_candidates(text, role, region)
@@ -426,7 +441,10 @@ class _Search:
             return True
         if region is None or not (region.start <= spans[0].start and spans[-1].end <= region.end):
             return False
-        return bool(text[region.start : spans[0].start].strip()) or separator_line_in(text, spans[-1].end, region.end)
+        # A wrapper's own tags before the units (Perplexica's `<search_results note=...>` inside its `<context>`) are
+        # no text of a chunk.
+        before = _TAG.sub("", text[region.start : spans[0].start])
+        return bool(before.strip()) or separator_line_in(text, spans[-1].end, region.end)
 
     def _allows(self, fmt: DocumentFormat) -> bool:
         return self.shape is None or self.shape == fmt.value

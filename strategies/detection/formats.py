@@ -40,7 +40,7 @@ _MAX_XML_DEPTH = 64
 """Documents nest a few elements deep at most; a text that opens more without closing them proves nothing, and the
 open tags it holds stay few (a megabyte of `<doc>` lines kept 200,000 of them, and was read eight times)."""
 _XML_TITLE = re.compile(r"""\b(?:title|name)\s*=\s*(?P<q>["'])(?P<title>.*?)(?P=q)""")
-_XML_INDEX = re.compile(r"""\b(?:index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
+_XML_INDEX = re.compile(r"""\b(?P<attr>index|id)\s*=\s*(?P<q>["']?)(?P<num>\d+)(?P=q)""")
 _HEADER = re.compile(r"(?m)^(?P<hashes>#{1,6} *)?Document (?P<num>\d+)(?P<rest>:[^\n]*|[ \t]*$)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _PAIRED_OPEN = re.compile(r"(?m)^[ \t]*\[(?P<word>[A-Z][A-Z]{1,30}) (?P<num>\d{1,9})\]:?[ \t]*$")
@@ -156,9 +156,15 @@ def _xml_span(text: str, opening: re.Match[str], closing: re.Match[str]) -> Docu
     title = _XML_TITLE.search(attrs)
     index = _XML_INDEX.search(attrs)
     number = number_of(index.group("num")) if index else None
-    # An Open WebUI `<source id=...>` carries the app's citation id, which its answer maps back to: not a position,
-    # so it is never rewritten when the source moves.
-    positional = index is not None and number is not None and opening.group("tag") != "source"
+    # Only the `index` of `<document>` elements (the long-context format the papers' prompts follow) is a position,
+    # rewritten when the document moves. An `id` is the app's label for its unit (Open WebUI's `<source id>`,
+    # Flowise's `<doc id='4'>`), which its answer cites and the app maps back: it stays with its text.
+    positional = (
+        index is not None
+        and number is not None
+        and index.group("attr") == "index"
+        and opening.group("tag") == "document"
+    )
     return DocumentSpan(
         start=opening.start(),
         end=closing.end(),

@@ -119,7 +119,7 @@ def scan_json_list(text: str, *, objects_only: bool = False) -> list[DocumentSpa
         return []
     if not isinstance(value, list) or len(value) < 2 or text[end:].strip() != closing:
         return []
-    texts = [_item_text(item) for item in value]
+    texts = _item_texts(value)
     if not all(texts) or (objects_only and not all(isinstance(item, Mapping) for item in value)):
         return []
     spans = []
@@ -147,6 +147,19 @@ def _wrapped_list(text: str, position: int, decoder: json.JSONDecoder) -> tuple[
     if not text.startswith(":", colon):
         return position, ""
     return skip_json_space(text, colon + 1), "}"
+
+
+def _item_texts(items: list[Any]) -> list[str]:
+    """Each item's text: a string item itself, an object's text field; where the objects name none, the field that
+    every one of them holds as a string, the longest in all (`{"id": 1, "chunk_text": "..."}`)."""
+    texts = [_item_text(item) for item in items]
+    if all(texts) or not all(isinstance(item, Mapping) for item in items):
+        return texts
+    shared = set.intersection(*({k for k, v in item.items() if isinstance(v, str) and v.strip()} for item in items))
+    if not shared or any(set(item) != set(items[0]) for item in items):
+        return texts  # objects of different kinds: not one list of documents
+    field = max(sorted(shared), key=lambda name: sum(len(item[name]) for item in items))
+    return [item[field] for item in items]
 
 
 def _item_text(item: Any) -> str:
@@ -219,8 +232,7 @@ def _closing_bracket(text: str, at: int) -> int | None:
 
 
 def _documents_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) >= 2
-        and all(isinstance(item, Mapping) and "role" not in item and " " in _item_text(item).strip() for item in value)
-    )
+    if not isinstance(value, list) or len(value) < 2 or not all(isinstance(item, Mapping) for item in value):
+        return False
+    texts = _item_texts(value)
+    return all("role" not in item and " " in text.strip() for item, text in zip(value, texts, strict=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from contextlift.strategies.request import is_instruction
 from contextlift.strategies.spans import QUESTION_HEADING, QUESTION_INSTRUCTION
 
 # Anchored at a line start; the rest of the line is the question, or the next line when the cue stands alone.
@@ -31,7 +32,8 @@ _ANSWER_SLOT = re.compile(
 
 def find_question(head: str, tail: str, later_user_text: str, *, bare: bool = True) -> str:
     """The question, or "" when none is found; without `bare`, text after the documents counts only when a
-    cue line marks it (the caller does not know where the documents end)."""
+    cue line marks it (the caller does not know where the documents end). Text after the documents that only
+    instructs (`is_instruction`) is not the question."""
     if later_user_text.strip():
         return later_user_text.strip()
     for text, before in ((tail, False), (head, True)):
@@ -40,7 +42,8 @@ def find_question(head: str, tail: str, later_user_text: str, *, bare: bool = Tr
             return found
     if not bare:
         return ""
-    return _CLOSING_TAGS.sub("", _ANSWER_SLOT.sub("", tail)).strip()
+    rest = _CLOSING_TAGS.sub("", _ANSWER_SLOT.sub("", tail)).strip().strip("`").strip()
+    return "" if is_instruction(rest) else rest
 
 
 def _cued(text: str, *, before: bool) -> str:

@@ -22,6 +22,18 @@ framework is installed (LlamaIndex, LangChain, Jinja2, PyYAML), its own code run
 | `kotaemon` | Kotaemon | Cinnamon/kotaemon@4015bb0f: libs/kotaemon/kotaemon/indices/qa/, libs/ktem/ |
 | `verba` | Verba | weaviate/Verba@6fb7c98d: goldenverba/components/ |
 | `qanything` | QAnything | netease-youdao/QAnything@974f9337: qanything_kernel/ |
+| `flowise` | Flowise | FlowiseAI/Flowise@ababf4c8: packages/components/nodes/chains/ConversationalRetrievalQAChain/ |
+| `lightrag` | LightRAG | HKUDS/LightRAG@207af40f: lightrag/prompt.py, lightrag/operate.py |
+| `langchain_qa_with_sources` | LangChain | the installed `langchain-classic`: its qa_with_sources chains run |
+| `gpt_researcher` | GPT Researcher | assafelovic/gpt-researcher@5d84d2f5: gpt_researcher/prompts.py, skills/ |
+| `perplexica` | Perplexica | ItzCrazyKns/Perplexica@d7b020e5: src/lib/prompts/search/, src/lib/agents/search/ |
+| `docsgpt` | DocsGPT | arc53/DocsGPT@52279d27: application/prompts/, application/agents/ |
+| `maxkb` | MaxKB | 1Panel-dev/MaxKB@121614fb: apps/application/chat_pipeline/, ui/src/locales/ |
+| `fastgpt` | FastGPT | labring/FastGPT@f59d70ba: packages/global/core/ai/prompt/, packages/service/core/workflow/ |
+| `lobechat` | LobeChat | lobehub/lobe-chat (several commits): packages/prompts/src/knowledgeBaseQA/, src/store/chat/ |
+| `cherry_studio` | Cherry Studio | CherryHQ/cherry-studio@6d314458: src/renderer/src/aiCore/, .../config/prompts.ts |
+| `librechat` | LibreChat | danny-avila/LibreChat@8ca4cf3d: api/app/clients/prompts/, api/app/clients/tools/util/ |
+| `langchain_chatchat` | Langchain-Chatchat | chatchat-space/Langchain-Chatchat@49165d6a, v0.2.10: server/chat/ |
 
 `app_shapes()` builds every shape (deterministic, no network); `outcome` classifies what detection does with one
 when its documents are moved (`scripts/app_shapes.py` prints the table). This package imports `strategies` and the
@@ -36,13 +48,25 @@ from collections.abc import Callable
 
 from tests.strategies.app_prompts import (
     anythingllm,
+    cherry_studio,
     dify,
+    docsgpt,
+    fastgpt,
+    flowise,
+    gpt_researcher,
     haystack,
     khoj,
     kotaemon,
+    langchain_chatchat,
+    langchain_qa_with_sources,
+    librechat,
+    lightrag,
     llamaindex_chat,
+    lobechat,
+    maxkb,
     onyx,
     open_webui,
+    perplexica,
     qanything,
     quivr,
     r2r,
@@ -66,6 +90,18 @@ BUILDERS: tuple[Callable[[], AppShape], ...] = (
     *kotaemon.SHAPES,
     *verba.SHAPES,
     *qanything.SHAPES,
+    *flowise.SHAPES,
+    *lightrag.SHAPES,
+    *langchain_qa_with_sources.SHAPES,
+    *gpt_researcher.SHAPES,
+    *perplexica.SHAPES,
+    *docsgpt.SHAPES,
+    *maxkb.SHAPES,
+    *fastgpt.SHAPES,
+    *lobechat.SHAPES,
+    *cherry_studio.SHAPES,
+    *librechat.SHAPES,
+    *langchain_chatchat.SHAPES,
 )
 
 

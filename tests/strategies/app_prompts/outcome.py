@@ -5,11 +5,13 @@ with the documents reversed so that any move is visible.
 Outcomes:
 
 - `intact`: documents were found, each is one whole unit the app wrote (label, tags and all), every unit is one of
-  them, in the app's order; after the move each unit is whole and contiguous in the body sent, in reversed order, and
-  the text before the first unit and after the last, every other message and every other field, byte for byte.
+  them, in the app's order; the question read is the user's (where a step that adds puts its block); after the
+  move each unit is whole and contiguous in the body sent, in reversed order, and the text before the first unit
+  and after the last, every other message and every other field, byte for byte.
 - `declined`: no documents; the body is sent byte for byte.
 - `preserved`: every original byte present in order, one block added (a strategy that only adds text).
-- `wrong`: anything else: a unit cut or merged with another, text moved out of its place, a unit missed.
+- `wrong`: anything else: a unit cut or merged with another, text moved out of its place, a unit missed, an
+  instruction or a unit's own line read as the question.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def shape_outcome(
         return Outcome(shape.name, "wrong", request.detection, 0, "no documents, yet the body sent differs")
     moved = request.with_documents(request.documents[::-1])
     sent = moved.render()
-    reason = _why_not_intact(shape, request, moved, sent)
+    reason = _why_not_intact(shape, request, moved, sent) or _why_not_the_question(shape, request)
     if not reason:
         renumbered = any(d.number_span is not None for d in request.documents)
         return Outcome(shape.name, "intact", request.detection, found, "renumbered" if renumbered else "")
@@ -125,6 +127,16 @@ def _why_not_intact(shape: AppShape, request: ChatRequest, moved: ChatRequest, s
         if not (after[slot].startswith(text[:start]) and after[slot].endswith(text[end:])):
             return f"the text around the documents of message {slot[0]} changed"
     return _reversed_whole(request, moved, after)
+
+
+def _why_not_the_question(shape: AppShape, request: ChatRequest) -> str:
+    """Why the question read is not the user's question, or "" where it is (the user's words, maybe with the
+    template's own around them: a turn's text, a cue line's rest)."""
+    asked = " ".join(shape.question.split())
+    read = " ".join(request.question.split())
+    if asked and asked in read:
+        return ""
+    return f"the question read is {request.question[:60]!r}, not the user's"
 
 
 def _unit_spans(texts: Mapping[Slot, str], units: Sequence[str]) -> list[tuple[Slot, int, int]]:
