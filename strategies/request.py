@@ -25,6 +25,8 @@ _INSTRUCTION_LINE = re.compile(
     r"\b(?:question|query|answer|response|reply|citations?|cite|language|format)\b[^\n?]{0,300}$"
 )
 """One line of such an instruction: imperative, naming the question or the answer, asking nothing."""
+_MAX_INSTRUCTION_CHARS = 4_000
+"""An instruction is a few lines: a longer text is not read for one."""
 _MAX_TURNS_BACK = 4
 """Instruction turns passed over, at most, looking for the user's question before them."""
 
@@ -257,6 +259,8 @@ def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
 def is_instruction(text: str) -> bool:
     """Whether `text` tells the model how to answer and asks nothing: a `<system-reminder>` (or `<instructions>`)
     turn, or lines that are all imperatives about the answer, none with a question mark."""
+    if len(text) > _MAX_INSTRUCTION_CHARS:
+        return False  # read no further: a long text asks or carries something
     if _REMINDER.match(text):
         return True
     lines = [line for line in text.splitlines() if line.strip()]

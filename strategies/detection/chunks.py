@@ -41,6 +41,10 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
+_COUNTED = re.compile(
+    r"[ \t]*(?:#{1,6}[ \t]+(?P<h>\d{1,9})[.):][ \t]|[A-Za-z][\w .\-/]{0,30}?[ \t]*#?\[?(?P<k>\d{1,9})\]?[ \t]*:)"
+)
+"""An opening label's counter: a numbered heading (`### 2. Title`), or a label's number before its colon."""
 _MARKUP = (
     (re.compile(r"(?m)^ {0,3}#{1,6}[ \t]+\S"), "a Markdown heading"),
     (re.compile(r"(?m)^ {0,3}>[ \t]"), "a Markdown quote"),
@@ -79,13 +83,25 @@ def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
             lines in a row, separator lines and opening lines that disagree), or a region of several blank-line
             paragraphs and no stronger mark.
     """
+    opened = _by_opening_lines(text, start, end)
+    try:
+        return _read(text, start, end, opened)
+    except (AmbiguousChunks, UnprovenChunks):
+        if opened is not None and _labels_prove(text, opened):
+            # Labels that count or close each unit say where it starts whatever marks its text holds (a splitter
+            # cuts a code fence in two, and its `---` lines then seem to stand between chunks).
+            return opened
+        raise
+
+
+def _read(text: str, start: int, end: int, opened: list[DocumentSpan] | None) -> list[DocumentSpan] | None:
     # What the readings share, read once: the fences and front matter, and the separator lines outside them.
     enclosed = enclosed_ranges(text, start, end)
     rules = _rule_lines(text, start, end, enclosed)
     readings = (
         _by_separator_lines(text, start, end, rules),
         _by_blank_runs(text, start, end, rules),
-        _by_opening_lines(text, start, end),
+        opened,
     )  # from the coarsest mark to the finest; where two find chunks, they must agree
     found = [f for f in readings if f is not None]
     if found:
@@ -225,6 +241,40 @@ def _by_opening_lines(text: str, start: int, end: int) -> list[DocumentSpan] | N
         piece = text[a:b].rstrip()
         spans.append(DocumentSpan(start=a, end=a + len(piece), text=piece))
     return spans
+
+
+def _labels_prove(text: str, chunks: list[DocumentSpan]) -> bool:
+    """Whether the lines that open the chunks are labels that prove them: a counter that runs from 0 or 1 (`Source
+    1:`, `Source 2:` ...; `### 1. Title`, `### 2. Title` ...), or a label line that closes every chunk and stands
+    nowhere else in them (LangChain's `Content: ...` units, each closed by its `Source: ...` line). A chunk that
+    holds a unit's label of its own breaks the count or the closing, and proves nothing."""
+    numbers = [_counter(text, chunk.start) for chunk in chunks]
+    if all(n is not None for n in numbers) and numbers == list(range(numbers[0] or 0, (numbers[0] or 0) + len(chunks))):
+        return numbers[0] in (0, 1)
+    closing = {_closing_key(chunk.text) for chunk in chunks}
+    if len(closing) != 1 or None in closing:
+        return False
+    key = closing.pop()
+    assert key is not None
+    label = re.compile(rf"(?im)^[ \t]*{re.escape(key)}[ \t]*:")
+    # Once in each chunk, on its last line: a chunk that quotes the label elsewhere may hold a unit of its own.
+    return all(len(label.findall(chunk.text)) == 1 for chunk in chunks)
+
+
+def _counter(text: str, at: int) -> int | None:
+    """The number a chunk's opening label counts with (`Source 3:` 3, `### 2. Title` 2), or None."""
+    line_end = text.find("\n", at)
+    counted = _COUNTED.match(text[at : len(text) if line_end == -1 else line_end])
+    return int(counted.group("h") or counted.group("k")) if counted else None
+
+
+def _closing_key(chunk: str) -> str | None:
+    """The key of a chunk's last line when it is a `Key: value` label of a word or two, else None."""
+    last = chunk.rstrip().rsplit("\n", 1)[-1]
+    key = _KEY_LINE.match(last)
+    if key is None or len(key.group("key").split()) > 2 or not last[key.end() :].strip() or "\n" not in chunk:
+        return None
+    return key.group("key").strip()
 
 
 def _paragraph_starts(text: str, start: int, end: int) -> Iterator[int]:

@@ -32,12 +32,13 @@ from contextlift.strategies.detection.formats import SCANNERS, AmbiguousElements
 from contextlift.strategies.detection.limits import DocumentLimitError, DocumentLimits
 from contextlift.strategies.detection.message_documents import (
     scan_embedded_json_list,
+    scan_json_lines,
     scan_json_list,
     system_document_run,
     tool_result_run,
 )
 from contextlift.strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
-from contextlift.strategies.detection.question import find_question
+from contextlift.strategies.detection.question import find_question, question_lines
 from contextlift.strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
 from contextlift.strategies.request import (
     ChatRequest,
@@ -366,6 +367,11 @@ class _Search:
             items = list(itertools.islice(scan_embedded_json_list(text), self.most))
             if items:
                 yield _Candidate(DocumentFormat.JSON_LIST, items, f"{DocumentFormat.JSON_LIST.value}; embedded")
+        if self._allows(DocumentFormat.JSON_LIST):
+            # Whole objects one to a line prove their own bounds wherever they stand: no region judges them.
+            lines = scan_json_lines(text)[: self.most]
+            if lines:
+                yield _Candidate(DocumentFormat.JSON_LIST, lines, f"{DocumentFormat.JSON_LIST.value}; lines")
 
     def _app_candidates(self, text: str) -> Generator[_Candidate, None, bool]:
         """The readings of the app templates whose sentences `text` holds; returns whether one of them did not prove
@@ -461,12 +467,19 @@ class _Search:
         # Spans cut at the limit leave later documents in the tail: only a cue line there is a question.
         truncated = self.most is not None and len(spans) >= self.most
         later = self.latest_user_text(index, before=role == "tool")
+        if not candidate.asked and not later and candidate.format in _NEED_QUESTION and question_lines(block.tail) > 1:
+            # The context was read to end at the first question line after it; a second one below it says the
+            # first may be a chunk's own (a quoted worked example), and the template's question the second.
+            self.reasons.add("ambiguous", f"two question lines after the {candidate.label} in message {index}")
+            return None
         question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question", f"a JSON object in message {index}, and no `Key:` line names a record")
             return None
-        if not question and not named and candidate.format in _NEED_QUESTION:
+        # Elements of a name that says nothing of documents are evidence only beside a question found outside them.
+        generic = candidate.label.startswith(f"{DocumentFormat.XML.value}; tag=")
+        if not question and not named and (candidate.format in _NEED_QUESTION or generic):
             self.reasons.add(
                 "no-question", f"{len(spans)} documents read as {candidate.label} in message {index}, and no question"
             )

@@ -152,28 +152,18 @@ def _elements_from(text: str, position: int) -> Generator[DocumentSpan, None, in
 
 def _xml_span(text: str, opening: re.Match[str], closing: re.Match[str]) -> DocumentSpan:
     attrs = text[opening.end("tag") : opening.end() - 1]
-    attrs_offset = opening.end("tag") - opening.start()
     title = _XML_TITLE.search(attrs)
     index = _XML_INDEX.search(attrs)
     number = number_of(index.group("num")) if index else None
-    # Only the `index` of `<document>` elements (the long-context format the papers' prompts follow) is a position,
-    # rewritten when the document moves. An `id` is the app's label for its unit (Open WebUI's `<source id>`,
-    # Flowise's `<doc id='4'>`), which its answer cites and the app maps back: it stays with its text.
-    positional = (
-        index is not None
-        and number is not None
-        and index.group("attr") == "index"
-        and opening.group("tag") == "document"
-    )
+    # An `index` or `id` is the app's label for its unit (DocsGPT's `<document index="2">`, Open WebUI's `<source id>`,
+    # Flowise's `<doc id='4'>`), which its answer cites and the app maps back: it stays with its text when it moves.
     return DocumentSpan(
         start=opening.start(),
         end=closing.end(),
         text=text[opening.end() : closing.start()].strip(),
         title=title.group("title") if title else None,
         number=number,
-        number_span=(attrs_offset + index.start("num"), attrs_offset + index.end("num"))
-        if positional and index is not None
-        else None,
+        number_span=None,
     )
 
 

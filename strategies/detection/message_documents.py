@@ -33,6 +33,8 @@ _OPENING = re.compile(rf"(?i)[ \t]*(?:#{{1,6}}[ \t]*)?(?P<label>{WORDS})(?:[ \t]
 # A line that opens a list of objects: where a pasted JSON list of results may start; it must end its line.
 _LIST_OPENING = re.compile(r"(?m)^[ \t]*\[[ \t\r\n]*\{")
 _LINE_END = re.compile(r"[ \t\r]*(?:\n|\Z)")
+_OBJECT_LINE = re.compile(r"(?m)^[ \t]*(?P<object>\{[^\n]*\})[ \t\r]*$")
+"""A line holding one JSON object and nothing else; it cannot run past its line."""
 # What bracket matching reads: a whole string (possessive: an unterminated one fails once, then `"` alone), a
 # bracket, or a run of anything else.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*+"|[\[\]]|[^"\[\]]+|"')
@@ -236,3 +238,50 @@ def _documents_list(value: Any) -> bool:
         return False
     texts = _item_texts(value)
     return all("role" not in item and " " in text.strip() for item, text in zip(value, texts, strict=True))
+
+
+def scan_json_lines(text: str) -> list[DocumentSpan]:
+    """The units of a run of JSON objects one to a line (LightRAG's `{"reference_id": "1", "content": "..."}`
+    lines in a fenced block): two or more lines in a row, each one whole object of the same keys. A line is a whole
+    unit whatever its text holds (a JSON string escapes its line breaks), so no chunk can forge the next one. Where
+    several runs stand (LightRAG's entities and relations before its chunks), the one whose objects name a text
+    field (`content` ...) holds the documents; several such runs are a guess: [].
+
+    Each line is decoded once: linear in the text."""
+    runs: list[list[tuple[int, int, dict[str, Any]]]] = []
+    current: list[tuple[int, int, dict[str, Any]]] = []
+    for line in _OBJECT_LINE.finditer(text):
+        item = _object(line.group("object"))
+        start, end = line.start("object"), line.end("object")
+        follows = bool(current) and text.count("\n", current[-1][1], start) == 1
+        if item is not None and follows and set(item) == set(current[-1][2]):
+            current.append((start, end, item))
+            continue
+        if len(current) >= 2:
+            runs.append(current)
+        current = [(start, end, item)] if item is not None else []
+    if len(current) >= 2:
+        runs.append(current)
+    named = [run for run in runs if any(name in run[0][2] for name in TEXT_FIELDS)]
+    chosen = named if named else runs
+    if len(chosen) != 1:
+        return []
+    items = [item for _, _, item in chosen[0]]
+    texts = _item_texts(items)
+    if not all(text.strip() for text in texts):
+        return []
+    return [
+        DocumentSpan(start=start, end=end, text=item_text, title=_item_title(item))
+        for (start, end, item), item_text in zip(chosen[0], texts, strict=True)
+    ]
+
+
+def _object(line: str) -> dict[str, Any] | None:
+    """The flat JSON object a line holds (two or more keys, no value a list or an object), or None."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or len(value) < 2 or any(isinstance(v, (dict, list)) for v in value.values()):
+        return None
+    return value

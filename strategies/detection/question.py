@@ -50,7 +50,9 @@ def _cued(text: str, *, before: bool) -> str:
     field = _FIELD.search(text) or _HEADING.search(text)
     if field:
         return _next_line(text, field.end())
-    cue = _CUE_LINE.search(text)
+    # Above the documents the cue nearest them asks: a template's worked examples hold `QUESTION:` lines of their
+    # own before its real one (LangChain's qa_with_sources prompt).
+    cue = _last(_CUE_LINE, text) if before else _CUE_LINE.search(text)
     if cue is not None:
         return cue.group("q").strip() or _next_line(text, cue.end())
     instruction = _INSTRUCTION.search(text)
@@ -60,6 +62,24 @@ def _cued(text: str, *, before: bool) -> str:
     # question: there only a question on the instruction's own line counts.
     asked = instruction.group("q").strip()
     return asked if asked or before else _next_line(text, instruction.end())
+
+
+def question_lines(text: str) -> int:
+    """How many cue lines in `text` open a question (`Question: ...`, `## Question`, DSPy's question field), up to 2."""
+    lines: set[int] = set()
+    for pattern in (_CUE_LINE, _FIELD, _HEADING):
+        for cue in pattern.finditer(text):
+            lines.add(text.rfind("\n", 0, cue.start()) + 1)  # `**Question:**` is a cue line and a heading: one line
+            if len(lines) >= 2:
+                return 2
+    return len(lines)
+
+
+def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 - the loop keeps the last match
+        pass
+    return found
 
 
 def _next_line(text: str, position: int) -> str:

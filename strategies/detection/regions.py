@@ -59,6 +59,8 @@ _FENCE_CUE = re.compile(
     rf"(?i)\b(?:context information|sources of information|retrieved (?:context|documents|passages)|"
     rf"{_FOLLOWING})|(?:{_PLURALS}) below|context (?:is )?below)\b"
 )
+_EMPTY_ANSWER = re.compile(r"(?i)\s*(?:final answer|helpful answer|answer)[ \t]*:[ \t]*\s*")
+_QUESTION_LINE = re.compile(r"(?i)[ \t]*(?:question|query)[ \t]*:[ \t]*\S[^\n]*")
 _CUE_WINDOW = 400
 """Characters above a fence searched for a cue: the sentence that announces the context, maybe with an
 instruction line between it and the fence."""
@@ -83,7 +85,7 @@ class Region:
 
 def find_region(text: str) -> Region | None:
     """The first marked context region of `text`, by the strongest marker present."""
-    return _wrapped(text) or _fenced(text) or _labelled(text) or _announced(text)
+    return _wrapped(text) or _fenced(text) or _asked_and_answered(text) or _labelled(text) or _announced(text)
 
 
 def split_region(
@@ -172,6 +174,24 @@ def _fenced(text: str) -> Region | None:
             return Region(fence.end(), closing.start(), "fence")
         return Region(fence.end(), _cue_or_end(text, fence.end()), "fence")
     return None
+
+
+def _asked_and_answered(text: str) -> Region | None:
+    """The text between the last two fence lines alike, where a question line stands just above the first and
+    nothing but an empty answer slot follows the second (LangChain's qa_with_sources prompt: `QUESTION: ...`, the
+    sources between `=========` lines, `FINAL ANSWER:`). Its worked examples before it are fenced the same way,
+    each with an answer written after it: only the last block, whose answer the model writes, is the context."""
+    fences = list(_FENCE.finditer(text))
+    if len(fences) < 2 or not _EMPTY_ANSWER.fullmatch(text, fences[-1].end()):
+        return None
+    closing = fences[-1]
+    opening = next((f for f in reversed(fences[:-1]) if f.group(0).strip() == closing.group(0).strip()), None)
+    if opening is None:
+        return None
+    above_start = text.rfind("\n", 0, max(opening.start() - 1, 0)) + 1
+    if not _QUESTION_LINE.fullmatch(text, above_start, max(opening.start() - 1, above_start)):
+        return None
+    return Region(opening.end(), closing.start(), "fence")
 
 
 def _announces_context(text: str, window_start: int, fence_start: int) -> bool:

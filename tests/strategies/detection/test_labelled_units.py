@@ -1,0 +1,206 @@
+"""One grammar of labelled units, general over the names apps choose (strategies/detection/elements.py, the JSON
+readers of message_documents.py, the labels of chunks.py): what proves units, what a forged unit breaks, labels
+that stay with their units, and the question where the template puts it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextlift.strategies import parse_request
+
+QUESTION = "What does the second passage say about fences?"
+FENCED = "Install it:\n\n```bash\npip install tool\n---\n```\n\nThen run it."
+PROSE = "Mont Blanc is the highest mountain in the Alps.\n\nIt rises 4,806 metres."
+SHORT = "K2 is the second highest mountain on Earth."
+TEXTS = (FENCED, PROSE, SHORT)
+
+
+def _user(content: str, *later: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": content}, *later]}
+
+
+def _moved(body: dict[str, Any]) -> tuple[str, str]:
+    request = parse_request(body)
+    sent = request.with_documents(request.documents[::-1]).render()
+    return request.detection, sent["messages"][0]["content"]
+
+
+def test_sibling_elements_of_any_name_are_units_and_keep_their_ids() -> None:
+    units = [f'<chunk fileId="file_{i}" fileName="f{i}.md">{t}</chunk>' for i, t in enumerate(TEXTS, start=4)]
+    body = _user("Answer from these chunks.\n<chunks>\n" + "\n".join(units) + f"\n</chunks>\n{QUESTION}")
+    detection, sent = _moved(body)
+    assert detection == "xml; tag=chunk"
+    assert sent.index(units[2]) < sent.index(units[1]) < sent.index(units[0])
+    assert parse_request(body).question == QUESTION
+
+
+def test_an_element_that_quotes_the_next_units_tag_proves_nothing() -> None:
+    forged = "Quoted: <data>a forged unit</data> inside."
+    text = "Known:<data>" + PROSE + "\n<data>" + forged + "</data>\n<data>" + SHORT + "</data>\nQuestion: " + QUESTION
+    assert not parse_request(_user(text)).documents or "tag=data" not in parse_request(_user(text)).detection
+
+
+def test_two_runs_of_one_name_are_a_guess() -> None:
+    run = "\n".join(f"<item>{t}</item>" for t in TEXTS)
+    body = _user(f"First list:\n{run}\n\nSecond list:\n{run}\n\n{QUESTION}")
+    assert "tag=item" not in parse_request(body).detection
+
+
+def test_html_elements_are_a_chunks_markup_not_units() -> None:
+    body = _user("<p>One paragraph here.</p>\n<p>Another paragraph here.</p>\n" + QUESTION)
+    assert parse_request(body).documents == ()
+
+
+def test_flowise_doc_ids_stay_with_their_text() -> None:
+    units = [f"<doc id='{i}'>{t}</doc>" for i, t in enumerate(TEXTS, start=4)]
+    system = "Use the context.\n------------\n" + "\n".join(units) + "\n------------\nREMEMBER: be brief."
+    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]}
+    _, sent = _moved(body)
+    assert "<doc id='6'>" + SHORT in sent
+    assert "<doc id='4'>" + FENCED in sent
+    assert sent.index("id='6'") < sent.index("id='4'")
+
+
+def test_json_lines_are_units_and_the_run_naming_a_text_field_holds_the_documents() -> None:
+    entities = [json.dumps({"entity": e, "type": "peak", "description": f"{e} is a peak."}) for e in ("K2", "Blanc")]
+    chunks = [json.dumps({"reference_id": str(i % 2 + 1), "content": t}) for i, t in enumerate(TEXTS)]
+    system = (
+        "Entities:\n```json\n"
+        + "\n".join(entities)
+        + "\n```\n\nDocument Chunks:\n```json\n"
+        + "\n".join(chunks)
+        + "\n```"
+    )
+    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]}
+    request = parse_request(body)
+    assert request.detection == "json-list; lines"
+    assert [d.text for d in request.documents] == list(TEXTS)
+
+
+def test_a_json_list_whose_text_field_has_another_name_reads_its_longest_shared_field() -> None:
+    items = [{"ref": i, "passage_text": t, "url": f"https://x/{i}"} for i, t in enumerate(TEXTS)]
+    body = _user("Search results:\n" + json.dumps(items, indent=2) + f"\nQuestion: {QUESTION}")
+    assert [d.text for d in parse_request(body).documents] == list(TEXTS)
+
+
+def test_units_each_closed_by_a_source_line_are_proven_whatever_their_markup() -> None:
+    units = [f"Content: {t}\nSource: {name}" for t, name in zip(TEXTS, ("a.md", "b.md", "c.md"), strict=True)]
+    text = f"QUESTION: {QUESTION}\n=========\n" + "\n\n".join(units) + "\n=========\nFINAL ANSWER:"
+    examples = "QUESTION: Example?\n=========\nContent: x\nSource: 1-pl\n=========\nFINAL ANSWER: x\nSOURCES: 1-pl\n\n"
+    request = parse_request(_user(examples + text))
+    assert [d.raw for d in request.documents] == units
+    assert request.question == QUESTION
+
+
+def test_a_chunk_that_quotes_the_closing_label_elsewhere_proves_nothing() -> None:
+    units = [f"Content: {t}\nSource: {n}" for t, n in zip(TEXTS, ("a.md", "b.md", "c.md"), strict=True)]
+    units[1] = "Content: Source: quoted inside\nmore text\nSource: b.md"
+    text = f"QUESTION: {QUESTION}\n=========\n" + "\n\n".join(units) + "\n=========\nFINAL ANSWER:"
+    request = parse_request(_user(text))
+    # Not read as three units: at most a coarser reading, each document one or more whole units, none cut.
+    assert [d.raw for d in request.documents] != units
+    for document in request.documents:
+        assert document.raw in ("\n\n".join(units[i:j]) for i in range(3) for j in range(i + 1, 4))
+
+
+def test_numbered_headings_that_run_are_labels() -> None:
+    units = [f"### {i}. Part {i}\n{t}" for i, t in enumerate(TEXTS, start=1)]
+    body = _user("Use the following context:\n\n" + "\n\n".join(units) + f"\n\nQuestion: {QUESTION}")
+    request = parse_request(body)
+    assert [d.raw for d in request.documents] == units
+
+
+def test_a_setext_title_of_any_length_is_part_of_its_chunk() -> None:
+    chunks = [
+        "Masked arrays\n=====\n\nA masked array pairs data and a mask.",
+        SHORT,
+        "Usage\n--------------\n\nCall it.",
+    ]
+    body = _user("Use the following context:\n" + "\n\n\n".join(chunks) + f"\n\nQuestion: {QUESTION}")
+    request = parse_request(body)
+    assert not request.documents or [d.text for d in request.documents] == chunks
+
+
+def test_a_reminder_turn_after_the_question_is_not_the_question() -> None:
+    reminder = "<system-reminder>\nRemember to provide inline citations in the format [1], [2].\n</system-reminder>"
+    results = json.dumps({"results": [{"document": i, "content": t} for i, t in enumerate(TEXTS, start=1)]})
+    messages = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": results},
+        {"role": "user", "content": reminder},
+    ]
+    assert parse_request({"model": "m", "messages": messages}).question == QUESTION
+
+
+def test_an_instruction_about_the_question_is_not_the_question() -> None:
+    items = [{"id": i, "content": t, "sourceUrl": f"[f{i}.md](http://file/{i}.md)"} for i, t in enumerate(TEXTS)]
+    text = (
+        f"## My question is:\n\n{QUESTION}\n\n## Reference Materials:\n\n"
+        f"```json\n{json.dumps(items, indent=2)}\n```\n\n"
+        "Please respond in the same language as the user's question.\n"
+    )
+    assert parse_request(_user(text)).question == QUESTION
+
+
+_WORD = st.text(alphabet="abcdefghij klmnop", min_size=1, max_size=12).map(str.strip).filter(bool)
+_LINE = st.lists(_WORD, min_size=1, max_size=4).map(" ".join)
+_TEXT = (
+    st.lists(st.one_of(_LINE, st.just(""), st.just("```"), st.just("---")), min_size=1, max_size=6)
+    .map(lambda lines: "\n".join(lines).strip())
+    .filter(lambda t: any(c.isalpha() for c in t))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(_TEXT, min_size=2, max_size=6),
+    grammar=st.sampled_from(("elements", "json-lines", "closing-label", "numbered-headings")),
+)
+def test_every_grammar_round_trips_and_moves_units_whole(texts: list[str], grammar: str) -> None:
+    if grammar == "elements":
+        units = [f'<passage ref="r{i}">\n{t}\n</passage>' for i, t in enumerate(texts)]
+        context, join = "Passages:\n", "\n"
+    elif grammar == "json-lines":
+        units = [json.dumps({"id": f"u{i}", "content": t}) for i, t in enumerate(texts)]
+        context, join = "Chunks:\n", "\n"
+    elif grammar == "closing-label":
+        units = [f"Content: {t}\nSource: s{i}" for i, t in enumerate(texts)]
+        context, join = f"QUESTION: {QUESTION}\n=========\n", "\n\n"
+    else:
+        units = [f"### {i}. Title {i}\n{t}" for i, t in enumerate(texts, start=1)]
+        context, join = "Use the following context:\n\n", "\n\n"
+    tail = "\n=========\nFINAL ANSWER:" if grammar == "closing-label" else f"\n\nQuestion: {QUESTION}"
+    body = _user(context + join.join(units) + tail)
+    request = parse_request(body)
+    assert request.render() == body
+    if not request.documents:
+        return  # declined: the body goes as it came
+    # Each document is one unit, or a coarser reading's run of whole units (never a unit cut): in order, all of them.
+    raws = [(d.raw or d.text).strip() for d in request.documents]
+    assert join.join(raws) == join.join(units)
+    assert all(
+        raw in {join.join(units[i:j]) for i in range(len(units)) for j in range(i + 1, len(units) + 1)} for raw in raws
+    )
+    sent = request.with_documents(request.documents[::-1]).render()["messages"][0]["content"]
+    positions = [sent.find(raw) for raw in raws[::-1]]
+    assert all(p >= 0 for p in positions)
+    assert positions == sorted(positions)
+
+
+def test_a_chunks_own_question_line_is_never_taken_for_the_templates() -> None:
+    # The last chunk quotes a worked example: the context read to end at its `Question:` line would put the
+    # question, and a step's block before it, inside that chunk. Two question lines below the context: declined.
+    example = "Question: Which managers own Neo4j stocks?\nHelpful Answer: CTL LLC."
+    text = (
+        f"Use the following pieces of context to answer.\n\n{SHORT}\n---\n{PROSE}\n---\n{example}\n\n"
+        f"Question: {QUESTION}\nAnswer:"
+    )
+    request = parse_request(_user(text))
+    assert request.documents == ()
+    assert request.unmovable is None
+    assert request.detection == "none: ambiguous"
