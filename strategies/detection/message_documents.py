@@ -245,7 +245,8 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
     lines in a fenced block): two or more lines in a row, each one whole object of the same keys. A line is a whole
     unit whatever its text holds (a JSON string escapes its line breaks), so no chunk can forge the next one. Where
     several runs stand (LightRAG's entities and relations before its chunks), the one whose objects name a text
-    field (`content` ...) holds the documents; several such runs are a guess: [].
+    field (`content` ...) holds the documents; several such runs are a guess: []. The text of every object must hold
+    prose (two words or more): lines of records (`{"name": "Bob", "city": "Paris"}`) are data.
 
     Each line is decoded once: linear in the text."""
     runs: list[list[tuple[int, int, dict[str, Any]]]] = []
@@ -268,8 +269,8 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
         return []
     items = [item for _, _, item in chosen[0]]
     texts = _item_texts(items)
-    if not all(text.strip() for text in texts):
-        return []
+    if not all(" " in text.strip() for text in texts):
+        return []  # records of names and codes are data, not passages
     return [
         DocumentSpan(start=start, end=end, text=item_text, title=_item_title(item))
         for (start, end, item), item_text in zip(chosen[0], texts, strict=True)

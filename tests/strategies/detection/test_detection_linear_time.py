@@ -92,6 +92,20 @@ HOSTILE_PROMPTS = {
     "app-verba-titles": "Answer this query: 'q' with this provided context: "
     + "\n\n\n".join(f"Document Title: {i}\nChunk: 1\nx" for i in range(40_000)),
     "app-qanything-references": megabyte("<reference>[1]\nx\n</reference>\n", head="\n<DOCUMENTS>\n"),
+    # The grammar of labelled units (strategies.detection.elements, the JSON lines, the labels that count or close).
+    "elements-openings-of-one-name": megabyte("<chunk>\n"),
+    "elements-many-names": "".join(f"<t{i}>\n<t{i}>\n" for i in range(60_000)),
+    "elements-many-units": megabyte("<chunk>x y</chunk>\n", tail="Question: q?"),
+    "elements-unclosed-attributes": megabyte("<chunk a=" + "x" * 100 + "\n"),
+    "json-lines-openings": megabyte("{\n"),
+    "json-lines-long-line": "{" + '"a": "b", ' * 100_000 + '"c": "d"}\n{"a": "b"}',
+    "json-lines-many-objects": megabyte('{"id": 1, "content": "a b"}\n', tail="Question: q?"),
+    "closing-labels": megabyte(
+        "Content: a\nSource: s\n\n", head="QUESTION: q\n=========\n", tail="=========\nFINAL ANSWER:"
+    ),
+    "counted-headings": "Context:\n\n" + "\n\n".join(f"### {i}. t\nx" for i in range(1, 60_000)),
+    "fences-before-an-answer": megabyte("=========\n", tail="FINAL ANSWER:"),
+    "setext-titles": megabyte("a\n---\n\n", head="Context:\n"),
 }
 
 
