@@ -27,6 +27,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from contextlift.strategies.detection.markdown import Enclosed, enclosed_ranges
 from contextlift.strategies.spans import BLANK_LINE, DocumentSpan
@@ -74,7 +75,15 @@ class UnprovenChunks(ValueError):
         self.chunks = chunks
 
 
-def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
+class Chunks(NamedTuple):
+    """A region's chunks, and what proved them where their marks alone did not: `counted` or `closed` labels
+    (`label_proof`), else None."""
+
+    spans: list[DocumentSpan]
+    labels: str | None = None
+
+
+def split_chunks(text: str, start: int, end: int) -> Chunks | None:
     """The chunks of `text[start:end]` told apart by a mark stronger than a blank line, or None where no such
     mark is found (one unit, or units told apart by nothing at all).
 
@@ -85,13 +94,15 @@ def split_chunks(text: str, start: int, end: int) -> list[DocumentSpan] | None:
     """
     opened = _by_opening_lines(text, start, end)
     try:
-        return _read(text, start, end, opened)
+        read = _read(text, start, end, opened)
     except (AmbiguousChunks, UnprovenChunks):
-        if opened is not None and _labels_prove(text, opened):
+        labels = None if opened is None else label_proof(text, opened)
+        if opened is not None and labels is not None:
             # Labels that count or close each unit say where it starts whatever marks its text holds (a splitter
             # cuts a code fence in two, and its `---` lines then seem to stand between chunks).
-            return opened
+            return Chunks(opened, labels)
         raise
+    return None if read is None else Chunks(read)
 
 
 def _read(text: str, start: int, end: int, opened: list[DocumentSpan] | None) -> list[DocumentSpan] | None:
@@ -243,22 +254,23 @@ def _by_opening_lines(text: str, start: int, end: int) -> list[DocumentSpan] | N
     return spans
 
 
-def _labels_prove(text: str, chunks: list[DocumentSpan]) -> bool:
-    """Whether the lines that open the chunks are labels that prove them: a counter that runs from 0 or 1 (`Source
-    1:`, `Source 2:` ...; `### 1. Title`, `### 2. Title` ...), or a label line that closes every chunk and stands
-    nowhere else in them (LangChain's `Content: ...` units, each closed by its `Source: ...` line). A chunk that
-    holds a unit's label of its own breaks the count or the closing, and proves nothing."""
+def label_proof(text: str, chunks: list[DocumentSpan]) -> str | None:
+    """How the lines that open the chunks prove them, or None: `counted`, a counter that runs from 0 or 1 (`Source
+    1:`, `Source 2:` ...; `### 1. Title`, `### 2. Title` ...); `closed`, a label line that closes every chunk and
+    stands nowhere else in them (LangChain's `Content: ...` units, each closed by its `Source: ...` line). A chunk
+    that holds a unit's label of its own breaks the count or the closing, and proves nothing."""
     numbers = [_counter(text, chunk.start) for chunk in chunks]
-    if all(n is not None for n in numbers) and numbers == list(range(numbers[0] or 0, (numbers[0] or 0) + len(chunks))):
-        return numbers[0] in (0, 1)
+    first = numbers[0]
+    if first is not None and first in (0, 1) and numbers == list(range(first, first + len(chunks))):
+        return "counted"
     closing = {_closing_key(chunk.text) for chunk in chunks}
     if len(closing) != 1 or None in closing:
-        return False
+        return None
     key = closing.pop()
     assert key is not None
     label = re.compile(rf"(?im)^[ \t]*{re.escape(key)}[ \t]*:")
     # Once in each chunk, on its last line: a chunk that quotes the label elsewhere may hold a unit of its own.
-    return all(len(label.findall(chunk.text)) == 1 for chunk in chunks)
+    return "closed" if all(len(label.findall(chunk.text)) == 1 for chunk in chunks) else None
 
 
 def _counter(text: str, at: int) -> int | None:

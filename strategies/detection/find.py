@@ -411,13 +411,16 @@ class _Search:
             return
         unproven = None
         why: tuple[str, ...] = ()
+        labels = None
         try:
             try:
-                fmt, spans = split_region(text, region, self.most, one_paragraph_each=self.shape == "paragraphs")
+                fmt, spans, labels = split_region(
+                    text, region, self.most, one_paragraph_each=self.shape == "paragraphs"
+                )
             except AmbiguousChunks:
                 # A chunk's own paragraph break and the break between two chunks look the same: moving either
                 # would cut a chunk in two. `format=paragraphs` says each document is one paragraph.
-                fmt, spans = split_region(text, region, self.most, one_paragraph_each=True)
+                fmt, spans, _ = split_region(text, region, self.most, one_paragraph_each=True)
                 unproven = "ambiguous-chunks"
             except UnprovenChunks as guess:
                 # Marked-up chunks may hold the join's own mark: `format=separated` says they do not.
@@ -433,7 +436,8 @@ class _Search:
         if unproven is not None and self.shape is None:
             yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}", why=why, unproven=unproven)
         elif self._allows(fmt) and spans:
-            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}")
+            proof = f"; labels={labels}" if labels else ""
+            yield _Candidate(fmt, spans, f"{fmt.value}; region={region.marker}{proof}")
 
     def _nested(self, text: str, spans: list[DocumentSpan], fmt: DocumentFormat, region: Region | None) -> bool:
         """Whether units found over the whole text sit inside something larger, and so prove nothing: text of

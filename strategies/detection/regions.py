@@ -25,6 +25,7 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from contextlift.strategies.detection.chunks import separator_line_in, split_chunks, underlines
 from contextlift.strategies.detection.formats import AmbiguousElements, scan_xml
@@ -73,6 +74,15 @@ class RegionTooLarge(ValueError):
     """A region of more pieces than any request may carry documents: no evidence of documents."""
 
 
+class Split(NamedTuple):
+    """A region's documents: how they were told apart, the spans, and the labels that proved chunks whose marks
+    alone did not (`chunks.label_proof`)."""
+
+    format: DocumentFormat
+    spans: list[DocumentSpan]
+    labels: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Region:
     """Where a marked context starts and ends in a text, and what marked it."""
@@ -88,9 +98,7 @@ def find_region(text: str) -> Region | None:
     return _wrapped(text) or _fenced(text) or _asked_and_answered(text) or _labelled(text) or _announced(text)
 
 
-def split_region(
-    text: str, region: Region, most: int | None = None, *, one_paragraph_each: bool = False
-) -> tuple[DocumentFormat, list[DocumentSpan]]:
+def split_region(text: str, region: Region, most: int | None = None, *, one_paragraph_each: bool = False) -> Split:
     """The documents of a region and how they were told apart; at most `most` of them are built.
 
     Args:
@@ -104,7 +112,7 @@ def split_region(
     """
     items = scan_json_list(text[region.start : region.end])
     if items:
-        return DocumentFormat.JSON_LIST, [_shifted(s, region.start) for s in items]
+        return Split(DocumentFormat.JSON_LIST, [_shifted(s, region.start) for s in items])
     try:
         xml = list(itertools.islice(scan_xml(text[region.start : region.end]), most))
     except AmbiguousElements:
@@ -115,7 +123,7 @@ def split_region(
     ):
         xml = []  # elements quoted inside one of the region's chunks, with its text before them or a join after
     if xml:
-        return DocumentFormat.XML, [_shifted(s, region.start) for s in xml]
+        return Split(DocumentFormat.XML, [_shifted(s, region.start) for s in xml])
     cap = None if most is None else 4 * most
     paragraphs = list(itertools.islice(_paragraphs(text, region.start, region.end), cap))
     if cap is not None and len(paragraphs) >= cap:
@@ -124,7 +132,7 @@ def split_region(
     # `Source N:` marker, and a split at the markers would give every title to the document before it.
     blocks = _metadata_blocks(text, paragraphs)
     if blocks:
-        return DocumentFormat.METADATA, blocks
+        return Split(DocumentFormat.METADATA, blocks)
     numbered = list(itertools.islice(scan_numbered(text, region.start, region.end), most))
     if (
         numbered
@@ -132,12 +140,13 @@ def split_region(
         and not text[numbered[-1].end : region.end].strip()
     ):
         # The markers open and close the region; markers that cover less are a document's own list.
-        return DocumentFormat.NUMBERED, numbered
+        return Split(DocumentFormat.NUMBERED, numbered)
     if not one_paragraph_each:
         chunks = split_chunks(text, region.start, region.end)
         if chunks is not None:
-            return DocumentFormat.SEPARATED, chunks[: len(chunks) if most is None else most]
-    return DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs]
+            spans = chunks.spans[: len(chunks.spans) if most is None else most]
+            return Split(DocumentFormat.SEPARATED, spans, chunks.labels)
+    return Split(DocumentFormat.PARAGRAPHS, [DocumentSpan(start=a, end=b, text=text[a:b]) for a, b in paragraphs])
 
 
 def _wrapped(text: str) -> Region | None:
