@@ -43,9 +43,11 @@ _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
 _COUNTED = re.compile(
-    r"[ \t]*(?:#{1,6}[ \t]+(?P<h>\d{1,9})[.):][ \t]|[A-Za-z][\w .\-/]{0,30}?[ \t]*#?\[?(?P<k>\d{1,9})\]?[ \t]*:)"
+    r"[ \t]*(?:#{1,6}[ \t]+(?P<h>\d{1,9})[.):][ \t]|[A-Za-z][\w .\-/]{0,30}?[ \t]*#?\[?(?P<k>\d{1,9})\]?[ \t]*:"
+    r"|[A-Za-z][\w .\-/]{0,30}?[ \t]*:[ \t]*\[?(?P<v>\d{1,9})\]?[ \t]*$)"
 )
-"""An opening label's counter: a numbered heading (`### 2. Title`), or a label's number before its colon."""
+"""An opening label's counter: a numbered heading (`### 2. Title`), a label's number before its colon (`Source 2:`),
+or a label whose whole value is the number (`Source ID: 2`)."""
 _MARKUP = (
     (re.compile(r"(?m)^ {0,3}#{1,6}[ \t]+\S"), "a Markdown heading"),
     (re.compile(r"(?m)^ {0,3}>[ \t]"), "a Markdown quote"),
@@ -277,7 +279,7 @@ def _counter(text: str, at: int) -> int | None:
     """The number a chunk's opening label counts with (`Source 3:` 3, `### 2. Title` 2), or None."""
     line_end = text.find("\n", at)
     counted = _COUNTED.match(text[at : len(text) if line_end == -1 else line_end])
-    return int(counted.group("h") or counted.group("k")) if counted else None
+    return int(counted.group("h") or counted.group("k") or counted.group("v")) if counted else None
 
 
 def _closing_key(chunk: str) -> str | None:

@@ -205,3 +205,17 @@ def test_a_chunks_own_question_line_is_never_taken_for_the_templates() -> None:
     assert request.documents == ()
     assert request.unmovable is None
     assert request.detection == "none: ambiguous"
+
+
+def test_a_label_whose_value_counts_proves_marked_up_chunks() -> None:
+    units = [f"Source ID: {i}\n{t}" for i, t in enumerate(TEXTS)]
+    body = _user("Use the following search results:\n\n" + "\n\n".join(units) + f"\n\nQuestion: {QUESTION}")
+    request = parse_request(body)
+    assert request.detection == "separated; region=cue; labels=counted"
+    assert [d.raw for d in request.documents] == units
+
+
+def test_a_count_that_skips_proves_nothing() -> None:
+    units = [f"Source ID: {i}\n{t}" for i, t in zip((0, 2, 3), TEXTS, strict=True)]
+    body = _user("Use the following search results:\n\n" + "\n\n".join(units) + f"\n\nQuestion: {QUESTION}")
+    assert parse_request(body).documents == ()
