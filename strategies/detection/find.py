@@ -513,6 +513,8 @@ def _block_from_spans(
     base = next((b for b in (1, 0) if numbers == list(range(b, b + len(spans)))), None)
     if base is not None and not all(_plain_number(text, s) for s in spans):
         base = None  # "Document [01]": renumbering would not reproduce the original text
+    if fmt is DocumentFormat.XML:
+        base = None  # an element's `index` or `id` is the app's label, which its citations map back: never rewritten
     block = DocumentBlock(
         format=fmt,
         message_index=index,

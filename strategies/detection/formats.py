@@ -156,14 +156,16 @@ def _xml_span(text: str, opening: re.Match[str], closing: re.Match[str]) -> Docu
     index = _XML_INDEX.search(attrs)
     number = number_of(index.group("num")) if index else None
     # An `index` or `id` is the app's label for its unit (DocsGPT's `<document index="2">`, Open WebUI's `<source id>`,
-    # Flowise's `<doc id='4'>`), which its answer cites and the app maps back: it stays with its text when it moves.
+    # Flowise's `<doc id='4'>`), which its answer cites and the app maps back: where it sits is kept (a step names
+    # the document by it), and the block never renumbers it (`find._block_from_spans`).
+    offset = opening.end("tag") - opening.start()
     return DocumentSpan(
         start=opening.start(),
         end=closing.end(),
         text=text[opening.end() : closing.start()].strip(),
         title=title.group("title") if title else None,
         number=number,
-        number_span=None,
+        number_span=(offset + index.start("num"), offset + index.end("num")) if index and number is not None else None,
     )
 
 

@@ -84,7 +84,7 @@ def shape_outcome(
     sent = moved.render()
     reason = _why_not_intact(shape, request, moved, sent) or _why_not_the_question(shape, request)
     if not reason:
-        renumbered = any(d.number_span is not None for d in request.documents)
+        renumbered = request.block is not None and request.block.numbering_base is not None
         return Outcome(shape.name, "intact", request.detection, found, "renumbered" if renumbered else "")
     if _one_block_added(shape.body, sent):
         return Outcome(shape.name, "preserved", request.detection, found)
