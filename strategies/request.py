@@ -19,12 +19,15 @@ from contextlift.strategies.spans import DocumentFormat, render_litm_line
 # A turn or a closing line that tells the model how to answer, not what: "Please respond in the same language as the
 # user's question.", Onyx's `<system-reminder>` turn after the question ("Remember to provide inline citations ...").
 _REMINDER = re.compile(r"(?is)\A\s*<(?P<tag>system-reminder|reminder|instructions?)>.*</(?P=tag)>\s*\Z")
-_INSTRUCTION_LINE = re.compile(
-    r"(?im)^[ \t]*(?:please[ \t]+|always[ \t]+|remember[ \t]*(?:to|that|:)?[ \t]*)*(?:respond|reply|answer|write|"
-    r"provide|cite|use|make sure|be sure|do not|don't|never|keep|format)\b[^\n?]{0,300}"
-    r"\b(?:question|query|answer|response|reply|citations?|cite|language|format)\b[^\n?]{0,300}$"
+_ABOUT_THE_QUESTION = re.compile(
+    r"(?i)\b(?:the|this|that|user'?s|your|my)[ \t]+(?:question|query|request)\b|\bsame language\b"
 )
-"""One line of such an instruction: imperative, naming the question or the answer, asking nothing."""
+"""What a line that instructs about the question says: it names the question in the third person ("the user's
+question", "the same language as the query"); a line that asks names what it asks about instead."""
+_IMPERATIVE = re.compile(
+    r"(?i)[ \t]*(?:(?:please|always|now)[ \t,]+)?(?:remember[ \t]+to|respond|reply|answer|write|provide|cite|use|"
+    r"make[ \t]+sure|be[ \t]+sure|do[ \t]+not|don't|never|keep|format)\b"
+)
 _MAX_INSTRUCTION_CHARS = 4_000
 """An instruction is a few lines: a longer text is not read for one."""
 _MAX_TURNS_BACK = 4
@@ -258,13 +261,20 @@ def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def is_instruction(text: str) -> bool:
     """Whether `text` tells the model how to answer and asks nothing: a `<system-reminder>` (or `<instructions>`)
-    turn, or lines that are all imperatives about the answer, none with a question mark."""
+    turn, or a few lines that are all imperatives naming the question in the third person, none with a question
+    mark. ("Use the documents to answer who founded Acme" asks: it names no question.)"""
     if len(text) > _MAX_INSTRUCTION_CHARS:
         return False  # read no further: a long text asks or carries something
     if _REMINDER.match(text):
         return True
     lines = [line for line in text.splitlines() if line.strip()]
-    return bool(lines) and len(lines) <= 8 and all(_INSTRUCTION_LINE.fullmatch(line) for line in lines)
+    return bool(lines) and len(lines) <= 8 and all(_instructs(line) for line in lines)
+
+
+def _instructs(line: str) -> bool:
+    """Whether one line is an imperative about the question that asks nothing ("Please respond in the same language
+    as the user's question."). Each pattern reads the line once from its start or searches it once."""
+    return "?" not in line and bool(_IMPERATIVE.match(line)) and _ABOUT_THE_QUESTION.search(line) is not None
 
 
 def asking_turn(messages: Sequence[Mapping[str, Any]], last_user: int) -> int:

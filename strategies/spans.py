@@ -76,7 +76,7 @@ QUESTION_WORDS = (
     "question|query|user query|user question|your question|the question|user's question|my question(?:[ \t]+is)?"
 )
 """What a heading or a bold line standing alone above the question says (`## Question`, `**User query**`)."""
-QUESTION_HEADING = rf"^[ \t]*(?:#{{1,6}}[ \t]*(?:\*\*)?|\*\*)(?:{QUESTION_WORDS})(?:\*\*)?[ \t]*:?(?:\*\*)?[ \t]*$"
+QUESTION_HEADING = rf"^[ \t]*(?:#{{1,6}}[ \t]*(?:\*\*)?|\*\*)(?:{QUESTION_WORDS})(?:\*\*)?[ \t]*+:?(?:\*\*)?[ \t]*$"
 """A line that is only a heading naming the question (pattern text, multi-line mode): the question is below it.
 A heading marker (`#`, `**`) is required: a bare `Question` line is as often a document's own word."""
 _ANSWER_THE_QUESTION = (

@@ -264,6 +264,11 @@ def label_proof(text: str, chunks: list[DocumentSpan]) -> str | None:
     numbers = [_counter(text, chunk.start) for chunk in chunks]
     first = numbers[0]
     if first is not None and first in (0, 1) and numbers == list(range(first, first + len(chunks))):
+        # Numbered headings are a page's sections unless no heading above their level follows one of them: a
+        # `## Decision` after `### 3. Proposal` closes the list, and what the last unit would hold is not its own.
+        level = _HEADING_LINE.match(chunks[0].text)
+        if level is not None and _above(text, chunks, len(level.group("key"))):
+            return None
         return "counted"
     closing = {_closing_key(chunk.text) for chunk in chunks}
     if len(closing) != 1 or None in closing:
@@ -273,6 +278,13 @@ def label_proof(text: str, chunks: list[DocumentSpan]) -> str | None:
     label = re.compile(rf"(?im)^[ \t]*{re.escape(key)}[ \t]*:")
     # Once in each chunk, on its last line: a chunk that quotes the label elsewhere may hold a unit of its own.
     return "closed" if all(len(label.findall(chunk.text)) == 1 for chunk in chunks) else None
+
+
+def _above(text: str, chunks: list[DocumentSpan], level: int) -> bool:
+    """Whether a Markdown heading of `level` or above (fewer `#`) opens a line inside the chunks, other than their
+    own first lines."""
+    heading = re.compile(rf"(?m)^ {{0,3}}#{{1,{level}}}[ \t]+\S")
+    return any(heading.search(text, chunk.start + 1, chunk.end) for chunk in chunks)
 
 
 def _counter(text: str, at: int) -> int | None:

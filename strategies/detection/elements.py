@@ -11,7 +11,14 @@ evidence, stricter where the name says nothing of documents:
 - the units are one run: consecutive elements with nothing but one and the same whitespace or punctuation between
   them; a second run of the same name is a guess about which holds the documents;
 - each unit holds text of its own (a unit that opens with a child element is a record of fields, not a chunk);
-- names that HTML and Markdown renderers write (`<p>`, `<div>`, `<li>`, `<br>` ...) are markup inside a chunk.
+- names that HTML and Markdown renderers write (`<p>`, `<div>`, `<li>`, `<br>` ...) are markup inside a chunk;
+- the elements say they were retrieved: the name is a word apps give retrieved text (`chunk`, `data`, `result`,
+  `passage`, `reference`, `snippet`, `context` ... as a part of the name: `contextItem`, `search_result`), or every
+  unit names where it came from (a `file`, `source`, `url`, `title` ... attribute). Few-shot `<example>`s, `<rule>`s,
+  a recipe's `<step>`s or a table's `<row>`s are a prompt's own parts, whose order is the point;
+- a closing tag of the name met outside an element once the units have begun, with no opening of the name in prose
+  before it (`<data></data>` named in an instruction), is a unit's own text (a chunk quoting `</chunk>`): the
+  element it sits in was closed too early, and the name proves nothing.
 
 Openings and closings of a name met outside an element (prose about the tag, a closing tag alone) are passed over.
 Ids and indices in the attributes are the app's labels: a unit keeps them when it moves (`number_span` is None).
@@ -95,6 +102,13 @@ _BEFORE_A_UNIT = "\n>:\uff1a"
 """What may stand just before a unit's opening tag, spaces aside: a line break, a tag, a colon (ASCII or full-width)."""
 _MAX_NAMES = 8
 """Names tried, in the order they first open a line: a prompt names its units among its first few tags."""
+_RETRIEVED = re.compile(
+    r"(?i)chunk|passage|result|reference|snippet|excerpt|context|knowledge|retriev|search|citation|evidence|"
+    r"data|doc|source|file|article|cite"
+)
+"""Words apps name retrieved units with, anywhere in the tag's name."""
+_ORIGIN = re.compile(r"(?i)\b[\w-]*(?:file|source|url|uri|path|title|doc|page|link)[\w-]*\s*=")
+"""An attribute that names where a unit came from (`fileName=`, `source=`, `url=`, `doc_id=`)."""
 _TITLE = re.compile(
     r"""(?i)\b(?:title|name|file_?name|filename|document_?name)\s*=\s*(?P<q>["'])(?P<title>[^"'\n]{0,300})(?P=q)"""
 )
@@ -118,32 +132,42 @@ def scan_elements(text: str) -> Elements | None:
             counts[name] += 1
     tried = [name for name, count in counts.items() if count >= 2][:_MAX_NAMES]
     for name in tried:
-        spans = _run(text, name)
-        if spans:
+        spans, openings = _run(text, name)
+        if spans and (_RETRIEVED.search(name) or all(_ORIGIN.search(opening) for opening in openings)):
             return Elements(name, spans)
     return None
 
 
-def _run(text: str, name: str) -> list[DocumentSpan]:
+def _run(text: str, name: str) -> tuple[list[DocumentSpan], list[str]]:
+    """The one run of units of `name`, and each unit's opening tag; ([], []) where the name proves none."""
     tags = re.compile(rf"<(?P<close>/)?{re.escape(name)}(?=[\s/>])[^<>]*>")
     elements: list[DocumentSpan] = []
+    openings: list[str] = []
     opening: re.Match[str] | None = None
+    mentioned = False  # an opening in prose since the last closing: `<data></data>` named in an instruction
     for tag in tags.finditer(text):
         if tag.group("close"):
             if opening is not None:
                 elements.append(_span(text, opening, tag))
+                openings.append(opening.group(0))
                 opening = None
+            elif elements and not mentioned:
+                return [], []  # a unit's own `</name>`: the element around it closed early
+            mentioned = False
             continue
         if tag.group(0).endswith("/>"):
             continue  # an empty element holds no unit
         if opening is not None:
-            return []  # the name opened inside its own element: nested, or a unit quoting the next one's tag
+            return [], []  # the name opened inside its own element: nested, or a unit quoting the next one's tag
         if _opens_unit(text, tag.start()):
             opening = tag
+        else:
+            mentioned = True
     runs = _runs(text, elements)
     if len(runs) != 1 or any(not span.text or span.text.startswith("<") for span in runs[0]):
-        return []
-    return runs[0]
+        return [], []
+    first = elements.index(runs[0][0])
+    return runs[0], openings[first : first + len(runs[0])]
 
 
 def _runs(text: str, elements: list[DocumentSpan]) -> list[list[DocumentSpan]]:

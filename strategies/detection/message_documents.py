@@ -24,6 +24,9 @@ from contextlift.strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""
+_MIN_PASSAGE_WORDS = 12
+"""Words in every value of a field read as text for want of a known name: retrieved chunks run to a hundred and
+more, a record's values (a step, a log message) to a few."""
 TITLE_FIELDS = ("title", "name", "source", "url")
 
 # The opening of a per-document system message: a document word, an optional number, a colon. Other openings
@@ -161,6 +164,8 @@ def _item_texts(items: list[Any]) -> list[str]:
     if not shared or any(set(item) != set(items[0]) for item in items):
         return texts  # objects of different kinds: not one list of documents
     field = max(sorted(shared), key=lambda name: sum(len(item[name]) for item in items))
+    if any(len(item[field].split()) < _MIN_PASSAGE_WORDS for item in items):
+        return texts  # short values of a field no app names for text: records (steps, log lines), not passages
     return [item[field] for item in items]
 
 
@@ -245,8 +250,9 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
     lines in a fenced block): two or more lines in a row, each one whole object of the same keys. A line is a whole
     unit whatever its text holds (a JSON string escapes its line breaks), so no chunk can forge the next one. Where
     several runs stand (LightRAG's entities and relations before its chunks), the one whose objects name a text
-    field (`content` ...) holds the documents; several such runs are a guess: []. The text of every object must hold
-    prose (two words or more): lines of records (`{"name": "Bob", "city": "Paris"}`) are data.
+    field (`content` ...) holds the documents; several such runs are a guess: []. Lines without a text field (a
+    log's `{"ts": ..., "msg": ...}`, a recipe's `{"step": 1, "instruction": ...}`), with a `role` (a transcript)
+    or whose text is no prose (two words or more) are data.
 
     Each line is decoded once: linear in the text."""
     runs: list[list[tuple[int, int, dict[str, Any]]]] = []
@@ -263,14 +269,14 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
         current = [(start, end, item)] if item is not None else []
     if len(current) >= 2:
         runs.append(current)
-    named = [run for run in runs if any(name in run[0][2] for name in TEXT_FIELDS)]
-    chosen = named if named else runs
-    if len(chosen) != 1:
+    named = [run for run in runs if any(name in run[0][2] for name in TEXT_FIELDS) and "role" not in run[0][2]]
+    if len(named) != 1:
         return []
-    items = [item for _, _, item in chosen[0]]
-    texts = _item_texts(items)
+    items = [item for _, _, item in named[0]]
+    texts = [_item_text(item) for item in items]
     if not all(" " in text.strip() for text in texts):
         return []  # records of names and codes are data, not passages
+    chosen = named
     return [
         DocumentSpan(start=start, end=end, text=item_text, title=_item_title(item))
         for (start, end, item), item_text in zip(chosen[0], texts, strict=True)

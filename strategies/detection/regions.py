@@ -60,7 +60,7 @@ _FENCE_CUE = re.compile(
     rf"(?i)\b(?:context information|sources of information|retrieved (?:context|documents|passages)|"
     rf"{_FOLLOWING})|(?:{_PLURALS}) below|context (?:is )?below)\b"
 )
-_EMPTY_ANSWER = re.compile(r"(?i)\s*(?:final answer|helpful answer|answer)[ \t]*:[ \t]*\s*")
+_EMPTY_ANSWER = re.compile(r"(?i)\s*+(?:final answer|helpful answer|answer)[ \t]*+:\s*+")
 _QUESTION_LINE = re.compile(r"(?i)[ \t]*(?:question|query)[ \t]*:[ \t]*\S[^\n]*")
 _CUE_WINDOW = 400
 """Characters above a fence searched for a cue: the sentence that announces the context, maybe with an

@@ -107,6 +107,15 @@ HOSTILE_PROMPTS = {
     "fences-before-an-answer": megabyte("=========\n", tail="FINAL ANSWER:"),
     "setext-titles": megabyte("a\n---\n\n", head="Context:\n"),
 }
+SPACES = " " * 40_000
+"""The probe's reproductions of backtracking: a run of spaces between two patterns that could each take it."""
+HOSTILE_PROMPTS |= {
+    # `remember[ \t]*(?:to|that|:)?[ \t]*` in a repeat: 145 characters took 157 s.
+    "instruction-reminders": "remember    " * 200 + "x",
+    "answer-slot-spaces": "Question: q\n-----\na\n-----\nAnswer:" + SPACES + "x",
+    "question-heading-spaces": "<document>a</document><document>b</document>\n## Question" + SPACES + "x",
+    "bold-question-spaces": "Context:\nSource 1: a\n\nSource 2: b\n\n**Question**" + SPACES + "x",
+}
 
 
 # The hardening issues' reproductions, at their own sizes: seconds each before, and quick to show it.

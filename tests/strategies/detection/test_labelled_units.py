@@ -81,10 +81,22 @@ def test_json_lines_are_units_and_the_run_naming_a_text_field_holds_the_document
     assert [d.text for d in request.documents] == list(TEXTS)
 
 
+LONG = (
+    f"{PROSE} It was first climbed in 1786 by Jacques Balmat and Michel-Gabriel Paccard.",
+    f"{SHORT} Its summit was first reached in 1954 by an Italian expedition led by Ardito Desio.",
+)
+
+
 def test_a_json_list_whose_text_field_has_another_name_reads_its_longest_shared_field() -> None:
-    items = [{"ref": i, "passage_text": t, "url": f"https://x/{i}"} for i, t in enumerate(TEXTS)]
+    items = [{"ref": i, "passage_text": t, "url": f"https://x/{i}"} for i, t in enumerate(LONG)]
     body = _user("Search results:\n" + json.dumps(items, indent=2) + f"\nQuestion: {QUESTION}")
-    assert [d.text for d in parse_request(body).documents] == list(TEXTS)
+    assert [d.text for d in parse_request(body).documents] == list(LONG)
+
+
+def test_records_of_short_values_are_data_not_passages() -> None:
+    steps = [{"step": i, "instruction": text} for i, text in enumerate(("Boil the water", "Add the pasta"), 1)]
+    body = _user("Here:\n" + json.dumps(steps, indent=2) + "\nWhat do I do after adding the pasta?")
+    assert parse_request(body).documents == ()
 
 
 def test_units_each_closed_by_a_source_line_are_proven_whatever_their_markup() -> None:
@@ -219,3 +231,68 @@ def test_a_count_that_skips_proves_nothing() -> None:
     units = [f"Source ID: {i}\n{t}" for i, t in zip((0, 2, 3), TEXTS, strict=True)]
     body = _user("Use the following search results:\n\n" + "\n\n".join(units) + f"\n\nQuestion: {QUESTION}")
     assert parse_request(body).documents == ()
+
+
+# What a hostile probe of the grammar found, each pinned.
+
+
+def test_a_prompts_own_parts_are_no_retrieved_units() -> None:
+    examples = "Classify.\n" + "\n".join(
+        f"<example>\nIn: {said}\nOut: {label}\n</example>" for said, label in (("I loved it", "+"), ("Awful", "-"))
+    )
+    body = {"model": "m", "messages": [{"role": "system", "content": examples}, {"role": "user", "content": "Cold."}]}
+    assert parse_request(body).documents == ()
+    steps = "<steps>\n<step>Download</step>\n<step>Run setup</step>\n<step>Reboot</step>\n</steps>\nThe second step?"
+    assert parse_request(_user(steps)).documents == ()
+
+
+def test_units_that_name_their_source_are_read_whatever_the_tag() -> None:
+    body = _user('<item source="a.md">Alpha text here.</item>\n<item source="b.md">Beta text here.</item>\nWhich?')
+    assert parse_request(body).detection == "xml; tag=item"
+
+
+def test_a_chunk_that_quotes_its_own_closing_tag_proves_nothing() -> None:
+    text = (
+        '<chunk fileName="a">Close with a tag.</chunk>\n<chunk fileName="b">Each unit ends with </chunk> and the'
+        " next\nstarts on a new line.</chunk>\nQuestion: how?"
+    )
+    assert parse_request(_user(text)).documents == ()
+
+
+def test_an_instruction_naming_the_tag_after_the_units_is_prose() -> None:
+    units = "\n".join(f"<data>{t}</data>" for t in TEXTS)
+    text = f"Known:\n{units}\nRules:\n- Never mention <data></data> in the answer.\nQuestion: {QUESTION}"
+    assert parse_request(_user(text)).detection == "xml; tag=data"
+
+
+def test_numbered_sections_of_a_page_that_go_on_past_them_are_not_units() -> None:
+    doc = (
+        "Please tighten this design doc.\n\n# RFC\n\n## Context\n\n### 1. Current state\nWorkers retry.\n\n"
+        "### 2. Problem\nPoison msgs.\n\n### 3. Proposal\nCap at 5.\n\n## Decision\nAdopt 3."
+    )
+    messages = [
+        {"role": "user", "content": doc},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Now merge sections 2 and 3."},
+    ]
+    assert parse_request({"model": "m", "messages": messages}).documents == ()
+
+
+def test_json_lines_of_a_transcript_or_a_log_are_data() -> None:
+    said = "My order has not arrived yet at all."
+    transcript = "\n".join(json.dumps({"role": "user", "content": said}) for _ in range(3))
+    assert parse_request(_user(f"{transcript}\nQuestion: Summarize the conversation.")).documents == ()
+    log = "\n".join(json.dumps({"ts": f"2024-01-0{i}", "msg": "service started on port 8080"}) for i in (1, 2, 3))
+    assert parse_request(_user(f"{log}\nWhat happened first?")).documents == ()
+
+
+def test_a_request_in_the_imperative_is_the_question() -> None:
+    system = "Docs:\n<document>Acme sells anvils.</document>\n<document>Acme was founded by Wile.</document>"
+    asked = "Use the documents to answer who founded Acme and provide citations"
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What does Acme sell?"},
+        {"role": "assistant", "content": "Anvils."},
+        {"role": "user", "content": asked},
+    ]
+    assert parse_request({"model": "m", "messages": messages}).question == asked
