@@ -23,6 +23,7 @@ recording fake transport.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 import json
 from collections.abc import Sequence
@@ -141,7 +142,9 @@ def _sent_body(messages: list[dict[str, str]]) -> dict[str, Any]:
             async for _ in llm.astream(messages):  # GenericLLMProvider.stream_response
                 pass
 
-    asyncio.run(stream_report())
+    # On a thread of its own: the shapes are built from async tests too, where this thread's loop is running.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        worker.submit(asyncio.run, stream_report()).result()
     assert len(sent) == 1, f"ChatOpenAI made {len(sent)} calls"
     return sent[0]
 
