@@ -278,11 +278,12 @@ def _instructs(line: str) -> bool:
 
 
 def asking_turn(messages: Sequence[Mapping[str, Any]], last_user: int) -> int:
-    """The user turn that asks: `last_user`, or the latest user turn before it when the turns after that one only
-    instruct (`is_instruction`); -1 without a user turn."""
+    """The user turn that asks: `last_user`, or the latest user turn before it when the turns after that one are an
+    app's reminders (`<system-reminder>...</system-reminder>`: Onyx's, after the question); -1 without a user turn.
+    A turn in the imperative ("Write a reply to this request ...") asks."""
     index = last_user
     for _ in range(_MAX_TURNS_BACK):
-        if index < 0 or not is_instruction(text_of(messages[index])):
+        if index < 0 or not _REMINDER.match(text_of(messages[index])[:_MAX_INSTRUCTION_CHARS]):
             return index
         earlier = next((i for i in range(index - 1, -1, -1) if messages[i].get("role") == "user"), -1)
         if earlier < 0:

@@ -42,6 +42,27 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
+_COUNTING_WORDS = frozenset(
+    [
+        "source",
+        "sources",
+        "document",
+        "doc",
+        "passage",
+        "chunk",
+        "result",
+        "reference",
+        "snippet",
+        "excerpt",
+        "context",
+        "citation",
+        "evidence",
+        "article",
+        "id",
+        "search",
+        "retrieved",
+    ]
+)
 _COUNTED = re.compile(
     r"[ \t]*(?:#{1,6}[ \t]+(?P<h>\d{1,9})[.):][ \t]|[A-Za-z][\w .\-/]{0,30}?[ \t]*#?\[?(?P<k>\d{1,9})\]?[ \t]*:"
     r"|[A-Za-z][\w .\-/]{0,30}?[ \t]*:[ \t]*\[?(?P<v>\d{1,9})\]?[ \t]*$)"
@@ -288,10 +309,16 @@ def _above(text: str, chunks: list[DocumentSpan], level: int) -> bool:
 
 
 def _counter(text: str, at: int) -> int | None:
-    """The number a chunk's opening label counts with (`Source 3:` 3, `### 2. Title` 2), or None."""
+    """The number a chunk's opening label counts with (`Source 3:` 3, `### 2. Title` 2), or None. A label counts
+    with a word of retrieved text (`Source`, `Document`, `Passage`, `Chunk`, `Result` ...): a tutorial's `Step 3:`
+    and a story's `Chapter 3:` number a text's own parts."""
     line_end = text.find("\n", at)
     counted = _COUNTED.match(text[at : len(text) if line_end == -1 else line_end])
-    return int(counted.group("h") or counted.group("k") or counted.group("v")) if counted else None
+    if counted is None:
+        return None
+    if counted.group("h") is None and not _COUNTING_WORDS.intersection(counted.group(0).lower().split()):
+        return None
+    return int(counted.group("h") or counted.group("k") or counted.group("v"))
 
 
 def _closing_key(chunk: str) -> str | None:

@@ -12,10 +12,10 @@ evidence, stricter where the name says nothing of documents:
   them; a second run of the same name is a guess about which holds the documents;
 - each unit holds text of its own (a unit that opens with a child element is a record of fields, not a chunk);
 - names that HTML and Markdown renderers write (`<p>`, `<div>`, `<li>`, `<br>` ...) are markup inside a chunk;
-- the elements say they were retrieved: the name is a word apps give retrieved text (`chunk`, `data`, `result`,
-  `passage`, `reference`, `snippet`, `context` ... as a part of the name: `contextItem`, `search_result`), or every
-  unit names where it came from (a `file`, `source`, `url`, `title` ... attribute). Few-shot `<example>`s, `<rule>`s,
-  a recipe's `<step>`s or a table's `<row>`s are a prompt's own parts, whose order is the point;
+- the name says the elements were retrieved: one of its words is a word apps give retrieved text (`chunk`, `data`,
+  `result`, `passage`, `reference`, `snippet`, `context` ...: `contextItem`, `search_result`). Few-shot `<example>`s,
+  `<rule>`s, a recipe's `<step>`s, a log's `<event>`s, a review's `<file>`s or a table's `<row>`s are a prompt's own
+  parts, whose order is the point, whatever their attributes say;
 - a closing tag of the name met outside an element once the units have begun, with no opening of the name in prose
   before it (`<data></data>` named in an instruction), is a unit's own text (a chunk quoting `</chunk>`): the
   element it sits in was closed too early, and the name proves nothing.
@@ -102,13 +102,44 @@ _BEFORE_A_UNIT = "\n>:\uff1a"
 """What may stand just before a unit's opening tag, spaces aside: a line break, a tag, a colon (ASCII or full-width)."""
 _MAX_NAMES = 8
 """Names tried, in the order they first open a line: a prompt names its units among its first few tags."""
-_RETRIEVED = re.compile(
-    r"(?i)chunk|passage|result|reference|snippet|excerpt|context|knowledge|retriev|search|citation|evidence|"
-    r"data|doc|source|file|article|cite"
+_RETRIEVED = frozenset(
+    [
+        "chunk",
+        "chunks",
+        "passage",
+        "passages",
+        "result",
+        "results",
+        "reference",
+        "references",
+        "snippet",
+        "snippets",
+        "excerpt",
+        "excerpts",
+        "context",
+        "contexts",
+        "knowledge",
+        "retrieved",
+        "retrieval",
+        "search",
+        "citation",
+        "citations",
+        "evidence",
+        "data",
+        "doc",
+        "docs",
+        "document",
+        "documents",
+        "source",
+        "sources",
+        "article",
+        "articles",
+        "hit",
+        "hits",
+    ]
 )
-"""Words apps name retrieved units with, anywhere in the tag's name."""
-_ORIGIN = re.compile(r"(?i)\b[\w-]*(?:file|source|url|uri|path|title|doc|page|link)[\w-]*\s*=")
-"""An attribute that names where a unit came from (`fileName=`, `source=`, `url=`, `doc_id=`)."""
+"""Words apps name retrieved units with, as one word of the tag's name (`chunk`, `contextItem`, `search_result`)."""
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _TITLE = re.compile(
     r"""(?i)\b(?:title|name|file_?name|filename|document_?name)\s*=\s*(?P<q>["'])(?P<title>[^"'\n]{0,300})(?P=q)"""
 )
@@ -132,42 +163,41 @@ def scan_elements(text: str) -> Elements | None:
             counts[name] += 1
     tried = [name for name, count in counts.items() if count >= 2][:_MAX_NAMES]
     for name in tried:
-        spans, openings = _run(text, name)
-        if spans and (_RETRIEVED.search(name) or all(_ORIGIN.search(opening) for opening in openings)):
+        if not _RETRIEVED.intersection(word.lower() for word in _NAME_WORD.findall(name)):
+            continue
+        spans = _run(text, name)
+        if spans:
             return Elements(name, spans)
     return None
 
 
-def _run(text: str, name: str) -> tuple[list[DocumentSpan], list[str]]:
-    """The one run of units of `name`, and each unit's opening tag; ([], []) where the name proves none."""
-    tags = re.compile(rf"<(?P<close>/)?{re.escape(name)}(?=[\s/>])[^<>]*>")
+def _run(text: str, name: str) -> list[DocumentSpan]:
+    """The one run of units of `name`; [] where the name proves none."""
+    tags = re.compile(rf"<(?P<close>/)?{re.escape(name)}(?=[\s/>])[^<>]{{0,1000}}>")
     elements: list[DocumentSpan] = []
-    openings: list[str] = []
     opening: re.Match[str] | None = None
     mentioned = False  # an opening in prose since the last closing: `<data></data>` named in an instruction
     for tag in tags.finditer(text):
         if tag.group("close"):
             if opening is not None:
                 elements.append(_span(text, opening, tag))
-                openings.append(opening.group(0))
                 opening = None
             elif elements and not mentioned:
-                return [], []  # a unit's own `</name>`: the element around it closed early
+                return []  # a unit's own `</name>`: the element around it closed early
             mentioned = False
             continue
         if tag.group(0).endswith("/>"):
             continue  # an empty element holds no unit
         if opening is not None:
-            return [], []  # the name opened inside its own element: nested, or a unit quoting the next one's tag
+            return []  # the name opened inside its own element: nested, or a unit quoting the next one's tag
         if _opens_unit(text, tag.start()):
             opening = tag
         else:
             mentioned = True
     runs = _runs(text, elements)
     if len(runs) != 1 or any(not span.text or span.text.startswith("<") for span in runs[0]):
-        return [], []
-    first = elements.index(runs[0][0])
-    return runs[0], openings[first : first + len(runs[0])]
+        return []
+    return runs[0]
 
 
 def _runs(text: str, elements: list[DocumentSpan]) -> list[list[DocumentSpan]]:

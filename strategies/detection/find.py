@@ -38,7 +38,7 @@ from contextlift.strategies.detection.message_documents import (
     tool_result_run,
 )
 from contextlift.strategies.detection.numbered import AmbiguousNumbering, announces_sources, scan_numbered
-from contextlift.strategies.detection.question import find_question, question_lines
+from contextlift.strategies.detection.question import find_question, question_lines, worked_example_in
 from contextlift.strategies.detection.regions import Region, RegionTooLarge, find_region, split_region
 from contextlift.strategies.request import (
     ChatRequest,
@@ -477,6 +477,11 @@ class _Search:
             self.reasons.add("ambiguous", f"two question lines after the {candidate.label} in message {index}")
             return None
         question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
+        if candidate.format in _NEED_QUESTION and not candidate.asked and worked_example_in(block.tail):
+            # The context was read to end at a cue line, and an answer written out follows it: a worked example,
+            # maybe the last chunk's own, whose rest would be left behind when the chunk moves.
+            self.reasons.add("ambiguous", f"a worked example's answer after the {candidate.label} in message {index}")
+            return None
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question", f"a JSON object in message {index}, and no `Key:` line names a record")

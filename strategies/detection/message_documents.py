@@ -24,6 +24,28 @@ from contextlift.strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""
+_ORIGIN_WORDS = frozenset(
+    [
+        "id",
+        "ids",
+        "ref",
+        "reference",
+        "source",
+        "url",
+        "uri",
+        "link",
+        "file",
+        "filename",
+        "path",
+        "doc",
+        "document",
+        "title",
+        "chunk",
+        "page",
+    ]
+)
+"""Words of a key that says where an object's text came from (`reference_id`, `sourceUrl`, `doc_id`, `title`)."""
+_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _MIN_PASSAGE_WORDS = 12
 """Words in every value of a field read as text for want of a known name: retrieved chunks run to a hundred and
 more, a record's values (a step, a log message) to a few."""
@@ -163,10 +185,21 @@ def _item_texts(items: list[Any]) -> list[str]:
     shared = set.intersection(*({k for k, v in item.items() if isinstance(v, str) and v.strip()} for item in items))
     if not shared or any(set(item) != set(items[0]) for item in items):
         return texts  # objects of different kinds: not one list of documents
+    if not _names_an_origin(items[0]):
+        return texts  # a ticket's history, a dataset: records without a source are no retrieved passages
     field = max(sorted(shared), key=lambda name: sum(len(item[name]) for item in items))
     if any(len(item[field].split()) < _MIN_PASSAGE_WORDS for item in items):
         return texts  # short values of a field no app names for text: records (steps, log lines), not passages
     return [item[field] for item in items]
+
+
+def _names_an_origin(item: Mapping[str, Any]) -> bool:
+    """Whether one of an object's keys says where its text came from (`reference_id`, `source`, `url` ...)."""
+    return any(
+        _ORIGIN_WORDS.intersection(word.lower() for word in _KEY_WORD.findall(key))
+        for key in item
+        if isinstance(key, str)
+    )
 
 
 def _item_text(item: Any) -> str:
@@ -251,8 +284,9 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
     unit whatever its text holds (a JSON string escapes its line breaks), so no chunk can forge the next one. Where
     several runs stand (LightRAG's entities and relations before its chunks), the one whose objects name a text
     field (`content` ...) holds the documents; several such runs are a guess: []. Lines without a text field (a
-    log's `{"ts": ..., "msg": ...}`, a recipe's `{"step": 1, "instruction": ...}`), with a `role` (a transcript)
-    or whose text is no prose (two words or more) are data.
+    log's `{"ts": ..., "msg": ...}`), without a key naming where the text came from (`reference_id`, `source`,
+    `url` ...: a chat export's `{"user": ..., "text": ...}`, a dataset's `{"text": ..., "label": ...}`), with a
+    `role` (a transcript) or whose text is no prose (two words or more) are data.
 
     Each line is decoded once: linear in the text."""
     runs: list[list[tuple[int, int, dict[str, Any]]]] = []
@@ -269,7 +303,11 @@ def scan_json_lines(text: str) -> list[DocumentSpan]:
         current = [(start, end, item)] if item is not None else []
     if len(current) >= 2:
         runs.append(current)
-    named = [run for run in runs if any(name in run[0][2] for name in TEXT_FIELDS) and "role" not in run[0][2]]
+    named = [
+        run
+        for run in runs
+        if any(name in run[0][2] for name in TEXT_FIELDS) and "role" not in run[0][2] and _names_an_origin(run[0][2])
+    ]
     if len(named) != 1:
         return []
     items = [item for _, _, item in named[0]]

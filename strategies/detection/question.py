@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from contextlift.strategies.request import is_instruction
-from contextlift.strategies.spans import QUESTION_HEADING, QUESTION_INSTRUCTION
+from contextlift.strategies.spans import END_CUE, QUESTION_HEADING, QUESTION_INSTRUCTION
 
 # Anchored at a line start; the rest of the line is the question, or the next line when the cue stands alone.
 _CUE_LINE = re.compile(
@@ -73,6 +73,19 @@ def question_lines(text: str) -> int:
             if len(lines) >= 2:
                 return 2
     return len(lines)
+
+
+_FILLED_ANSWER = re.compile(
+    r"(?im)^[ \t]*(?:\*\*)?(?:answer|helpful answer|final answer|a)[ \t]*+:[ \t]*+(?:\*\*)?[ \t]*+[^\s*][^\n]*$"
+)
+"""An answer line that says something (`Helpful Answer: CTL LLC.`): a worked example's, where a template's own answer
+slot is empty."""
+
+
+def worked_example_in(text: str) -> bool:
+    """Whether `text` holds a question cue line and, after it, an answer written out: a worked example."""
+    first = END_CUE.search(text)
+    return first is not None and _FILLED_ANSWER.search(text, first.start()) is not None
 
 
 def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:

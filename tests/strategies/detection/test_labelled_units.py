@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextlift.strategies import parse_request
+from tests.cpu_time import cpu_clock
 
 QUESTION = "What does the second passage say about fences?"
 FENCED = "Install it:\n\n```bash\npip install tool\n---\n```\n\nThen run it."
@@ -246,9 +247,17 @@ def test_a_prompts_own_parts_are_no_retrieved_units() -> None:
     assert parse_request(_user(steps)).documents == ()
 
 
-def test_units_that_name_their_source_are_read_whatever_the_tag() -> None:
-    body = _user('<item source="a.md">Alpha text here.</item>\n<item source="b.md">Beta text here.</item>\nWhich?')
-    assert parse_request(body).detection == "xml; tag=item"
+def test_elements_whose_name_says_nothing_of_retrieval_are_a_prompts_own_whatever_their_attributes() -> None:
+    events = '<event time="1" source="api">Gateway timed out</event>\n<event time="2" source="db">DB restarted</event>'
+    assert parse_request(_user(f"{events}\nWhat came first?")).documents == ()
+    files = '<file path="src/a.py">a = 1</file>\n<file path="src/b.py">b = 2</file>'
+    assert parse_request(_user(f"{files}\nRename b in the second file.")).documents == ()
+
+
+def test_an_attribute_built_to_backtrack_is_read_in_linear_time() -> None:
+    with cpu_clock() as elapsed:
+        parse_request(_user("<item " + "file-" * 800 + ">a b</item>\n<item x>c d</item>\n<item y>e f</item>"))
+    assert elapsed() < 1.0
 
 
 def test_a_chunk_that_quotes_its_own_closing_tag_proves_nothing() -> None:
@@ -293,6 +302,35 @@ def test_a_request_in_the_imperative_is_the_question() -> None:
         {"role": "system", "content": system},
         {"role": "user", "content": "What does Acme sell?"},
         {"role": "assistant", "content": "Anvils."},
+        {"role": "user", "content": asked},
+    ]
+    assert parse_request({"model": "m", "messages": messages}).question == asked
+
+
+def test_labels_that_number_a_texts_own_parts_are_no_proof() -> None:
+    guide = (
+        "Context:\n\nStep 1: Install\n```bash\npip install acme\n```\n\nStep 2: Configure\nEdit acme.toml.\n\n"
+        "Step 3: Deploy\nRun it.\n\nQuestion: What do I edit?"
+    )
+    assert parse_request(_user(guide)).documents == ()
+
+
+def test_json_lines_and_lists_without_a_source_are_data() -> None:
+    said = ("the deploy failed again", "I will roll back now", "thanks, rollback worked")
+    thread = "\n".join(json.dumps({"user": "a", "ts": str(i), "text": t}) for i, t in enumerate(said))
+    assert parse_request(_user(f"{thread}\n\nWhat happened first in this thread?")).documents == ()
+    history = [{"date": f"2024-01-0{i}", "description": t} for i, t in enumerate(LONG, start=1)]
+    body = _user("Here is the ticket history:\n" + json.dumps(history, indent=2) + "\n\nWhat happened first?")
+    assert parse_request(body).documents == ()
+
+
+def test_a_last_turn_that_asks_in_the_imperative_with_a_question_named_is_still_the_question() -> None:
+    system = "Documents:\n\n[1] Refunds take 5 days.\n\n[2] Damaged items are replaced."
+    asked = "Write a reply to this request from a customer: my blender arrived damaged, I want it replaced."
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "How long do refunds take?"},
+        {"role": "assistant", "content": "5 days."},
         {"role": "user", "content": asked},
     ]
     assert parse_request({"model": "m", "messages": messages}).question == asked
