@@ -42,27 +42,10 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 _KEY_LINE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][\w .\-/]{0,39}?)[ \t]*:(?:[ \t]|$)")
 _HEADING_LINE = re.compile(r"[ \t]*(?P<key>#{1,6})[ \t]+\S")
 _DIGITS = re.compile(r"\d+")
-_COUNTING_WORDS = frozenset(
-    [
-        "source",
-        "sources",
-        "document",
-        "doc",
-        "passage",
-        "chunk",
-        "result",
-        "reference",
-        "snippet",
-        "excerpt",
-        "context",
-        "citation",
-        "evidence",
-        "article",
-        "id",
-        "search",
-        "retrieved",
-    ]
-)
+_COUNTING_WORDS = frozenset({
+    "source", "sources", "document", "doc", "passage", "chunk", "result", "reference", "snippet", "excerpt",
+    "context", "citation", "evidence", "article", "id", "search", "retrieved"
+})  # fmt: skip
 _COUNTED = re.compile(
     r"[ \t]*(?:#{1,6}[ \t]+(?P<h>\d{1,9})[.):][ \t]|[A-Za-z][\w .\-/]{0,30}?[ \t]*#?\[?(?P<k>\d{1,9})\]?[ \t]*:"
     r"|[A-Za-z][\w .\-/]{0,30}?[ \t]*:[ \t]*\[?(?P<v>\d{1,9})\]?[ \t]*$)"

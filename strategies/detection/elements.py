@@ -5,9 +5,9 @@
 evidence, stricter where the name says nothing of documents:
 
 - every unit's opening tag opens a line (or follows a tag or a label's colon), and its closing tag of the same
-  name closes it before the next opens: an
-  opening of the name inside an open element (a chunk quoting the grammar's own tag, a forged next unit, or elements
-  nested in their own kind) proves nothing, and the name is not read at all;
+  name closes it before the next opens: an opening of the name inside an open element (a chunk quoting the
+  grammar's own tag, a forged next unit, or elements nested in their own kind) proves nothing, and the name is not
+  read at all;
 - the units are one run: consecutive elements with nothing but one and the same whitespace or punctuation between
   them; a second run of the same name is a guess about which holds the documents;
 - each unit holds text of its own (a unit that opens with a child element is a record of fields, not a chunk);
@@ -37,107 +37,23 @@ from contextlift.strategies.spans import DocumentSpan
 _OPENING = re.compile(r"<(?P<tag>[A-Za-z][\w.:-]{0,40})(?:[ \t][^<>\n]{0,1000})?>")
 _READ_ELSEWHERE = frozenset({"document", "doc", "source"})
 """Names `formats.scan_xml` reads."""
-_MARKUP = frozenset(
-    [
-        "a",
-        "abbr",
-        "article",
-        "b",
-        "blockquote",
-        "body",
-        "br",
-        "code",
-        "dd",
-        "details",
-        "div",
-        "dl",
-        "dt",
-        "em",
-        "figure",
-        "footer",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "head",
-        "header",
-        "hr",
-        "html",
-        "i",
-        "img",
-        "input",
-        "label",
-        "li",
-        "link",
-        "main",
-        "meta",
-        "nav",
-        "ol",
-        "option",
-        "p",
-        "pre",
-        "script",
-        "section",
-        "small",
-        "span",
-        "strong",
-        "style",
-        "sub",
-        "summary",
-        "sup",
-        "table",
-        "tbody",
-        "td",
-        "th",
-        "thead",
-        "tr",
-        "u",
-        "ul",
-    ]
-)
+_MARKUP = frozenset({
+    "a", "abbr", "article", "b", "blockquote", "body", "br", "code", "dd", "details", "div", "dl", "dt", "em",
+    "figure", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header", "hr", "html", "i", "img", "input",
+    "label", "li", "link", "main", "meta", "nav", "ol", "option", "p", "pre", "script", "section", "small", "span",
+    "strong", "style", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "u", "ul"
+})  # fmt: skip
 """What HTML writes: such elements are a chunk's markup, never the units."""
 _BEFORE_A_UNIT = "\n>:\uff1a"
 """What may stand just before a unit's opening tag, spaces aside: a line break, a tag, a colon (ASCII or full-width)."""
 _MAX_NAMES = 8
-"""Names tried, in the order they first open a line: a prompt names its units among its first few tags."""
-_RETRIEVED = frozenset(
-    [
-        "chunk",
-        "chunks",
-        "passage",
-        "passages",
-        "result",
-        "results",
-        "reference",
-        "references",
-        "snippet",
-        "snippets",
-        "excerpt",
-        "excerpts",
-        "context",
-        "contexts",
-        "knowledge",
-        "retrieved",
-        "retrieval",
-        "search",
-        "citation",
-        "citations",
-        "evidence",
-        "data",
-        "doc",
-        "docs",
-        "document",
-        "documents",
-        "source",
-        "sources",
-        "article",
-        "articles",
-        "hit",
-        "hits",
-    ]
-)
+"""Names tried, in the order they first open a unit: a prompt names its units among its first few tags."""
+_RETRIEVED = frozenset({
+    "chunk", "chunks", "passage", "passages", "result", "results", "reference", "references", "snippet", "snippets",
+    "excerpt", "excerpts", "context", "contexts", "knowledge", "retrieved", "retrieval", "search", "citation",
+    "citations", "evidence", "data", "doc", "docs", "document", "documents", "source", "sources", "article",
+    "articles", "hit", "hits"
+})  # fmt: skip
 """Words apps name retrieved units with, as one word of the tag's name (`chunk`, `contextItem`, `search_result`)."""
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _TITLE = re.compile(

@@ -24,26 +24,10 @@ from contextlift.strategies.spans import DocumentSpan, skip_json_space
 
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""
-_ORIGIN_WORDS = frozenset(
-    [
-        "id",
-        "ids",
-        "ref",
-        "reference",
-        "source",
-        "url",
-        "uri",
-        "link",
-        "file",
-        "filename",
-        "path",
-        "doc",
-        "document",
-        "title",
-        "chunk",
-        "page",
-    ]
-)
+_ORIGIN_WORDS = frozenset({
+    "id", "ids", "ref", "reference", "source", "url", "uri", "link", "file", "filename", "path", "doc", "document",
+    "title", "chunk", "page"
+})  # fmt: skip
 """Words of a key that says where an object's text came from (`reference_id`, `sourceUrl`, `doc_id`, `title`)."""
 _KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _MIN_PASSAGE_WORDS = 12
