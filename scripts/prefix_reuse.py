@@ -6,7 +6,7 @@ usage says how many prompt tokens that spared, as `prompt_tokens_details.cached_
 scenario and strategy it sends an unrelated prompt (so the cache holds nothing of the scenario), then the first
 request and the second, and prints the second's prompt tokens, cached tokens and latency.
 
-The requests are Open WebUI's own (tests/strategies/app_prompts/open_webui.py: its 0.12.4 template and joins, real
+The requests are Open WebUI's own (tests/strategies/app_prompts/python_apps/open_webui.py: its 0.12.4 template and joins, real
 chunks cut by real splitters), with `RAG_SYSTEM_CONTEXT=True`, the setting Open WebUI added so that the documents
 sit in the system message, before the conversation, for the prefix cache:
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.e2e.local_serving import serving
 from tests.strategies.app_prompts.corpus import picked
-from tests.strategies.app_prompts.open_webui import USER_SYSTEM_PROMPT, apply_source_context
+from tests.strategies.app_prompts.python_apps.open_webui import USER_SYSTEM_PROMPT, apply_source_context
 
 CHUNKS = ("maskedarray", (0, 7, 9, 12))
 FIRST = "Should masked arrays be filled before processing or not?"

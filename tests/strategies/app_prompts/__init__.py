@@ -1,6 +1,7 @@
-"""The request bodies popular open-source RAG apps really send: one module per app, each building its
-chat-completions body the way the app builds it (roles, message order, system or user placement, tool calls and
-results, reminders after the question) around chunks real splitters cut from real text (`corpus`).
+"""The request bodies popular open-source RAG apps really send: one module per app (in `python_apps/` or
+`javascript_apps/`, by the language of the app's own code), each building its chat-completions body the way the app
+builds it (roles, message order, system or user placement, tool calls and results, reminders after the question)
+around chunks real splitters cut from real text (`corpus`).
 
 Nothing here is an imitation of an app's prompt. Each template is copied verbatim from the app's public source
 (a string constant in the module, or a file under `templates/`), and the code that joins the chunks mirrors the
@@ -46,34 +47,36 @@ import functools
 import warnings
 from collections.abc import Callable
 
-from tests.strategies.app_prompts import (
+from tests.strategies.app_prompts.javascript_apps import (
     anythingllm,
     cherry_studio,
-    dify,
-    docsgpt,
     fastgpt,
     flowise,
+    librechat,
+    lobechat,
+    perplexica,
+)
+from tests.strategies.app_prompts.outcome import OUTCOMES, Outcome, shape_outcome
+from tests.strategies.app_prompts.python_apps import (
+    dify,
+    docsgpt,
     gpt_researcher,
     haystack,
     khoj,
     kotaemon,
     langchain_chatchat,
     langchain_qa_with_sources,
-    librechat,
     lightrag,
     llamaindex_chat,
-    lobechat,
     maxkb,
     onyx,
     open_webui,
-    perplexica,
     qanything,
     quivr,
     r2r,
     ragflow,
     verba,
 )
-from tests.strategies.app_prompts.outcome import OUTCOMES, Outcome, shape_outcome
 from tests.strategies.app_prompts.shape import AppShape
 
 BUILDERS: tuple[Callable[[], AppShape], ...] = (

@@ -109,7 +109,7 @@ def test_a_chunk_that_holds_the_templates_own_sentence_is_not_read_by_the_templa
 
 def test_a_khoj_note_holding_a_list_item_stays_one_note() -> None:
     """Khoj dumps the notes with PyYAML: a note's own `- query:` line is indented (or quoted) inside its item."""
-    from tests.strategies.app_prompts import khoj
+    from tests.strategies.app_prompts.python_apps import khoj
 
     shape = _shape("khoj")
     note = "Steps:\n- query: the first step\n- second step"
