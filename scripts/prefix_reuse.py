@@ -6,9 +6,9 @@ usage says how many prompt tokens that spared, as `prompt_tokens_details.cached_
 scenario and strategy it sends an unrelated prompt (so the cache holds nothing of the scenario), then the first
 request and the second, and prints the second's prompt tokens, cached tokens and latency.
 
-The requests are Open WebUI's own (tests/strategies/app_prompts/python_apps/open_webui.py: its 0.12.4 template and joins, real
-chunks cut by real splitters), with `RAG_SYSTEM_CONTEXT=True`, the setting Open WebUI added so that the documents
-sit in the system message, before the conversation, for the prefix cache:
+The requests are Open WebUI's own (tests/strategies/app_prompts/python_apps/open_webui.py: its 0.12.4 template and
+joins, real chunks cut by real splitters), with `RAG_SYSTEM_CONTEXT=True`, the setting Open WebUI added so that the
+documents sit in the system message, before the conversation, for the prefix cache:
 
 - `two questions`: the same retrieval for two questions in two chats;
 - `second turn`: the same chat's second question, over the same documents, its first turn and answer before it.
