@@ -18,6 +18,9 @@ from contextlift.strategies.spans import DocumentFormat, render_litm_line
 
 # A turn or a closing line that tells the model how to answer, not what: "Please respond in the same language as the
 # user's question.", Onyx's `<system-reminder>` turn after the question ("Remember to provide inline citations ...").
+_APP_REMINDER = re.compile(r"(?is)\A\s*<(?P<tag>system-reminder|reminder)>.*</(?P=tag)>\s*\Z")
+"""A turn an app sends after the user's (Onyx's `<system-reminder>`); an `<instructions>Translate ...</instructions>`
+turn asks."""
 _REMINDER = re.compile(r"(?is)\A\s*<(?P<tag>system-reminder|reminder|instructions?)>.*</(?P=tag)>\s*\Z")
 _ABOUT_THE_QUESTION = re.compile(
     r"(?i)\b(?:the|this|that|user'?s|your|my)[ \t]+(?:question|query|request)\b|\bsame language\b"
@@ -283,7 +286,7 @@ def asking_turn(messages: Sequence[Mapping[str, Any]], last_user: int) -> int:
     A turn in the imperative ("Write a reply to this request ...") asks."""
     index = last_user
     for _ in range(_MAX_TURNS_BACK):
-        if index < 0 or not _REMINDER.match(text_of(messages[index])[:_MAX_INSTRUCTION_CHARS]):
+        if index < 0 or not _APP_REMINDER.match(text_of(messages[index])[:_MAX_INSTRUCTION_CHARS]):
             return index
         earlier = next((i for i in range(index - 1, -1, -1) if messages[i].get("role") == "user"), -1)
         if earlier < 0:

@@ -12,8 +12,9 @@ evidence, stricter where the name says nothing of documents:
   them; a second run of the same name is a guess about which holds the documents;
 - each unit holds text of its own (a unit that opens with a child element is a record of fields, not a chunk);
 - names that HTML and Markdown renderers write (`<p>`, `<div>`, `<li>`, `<br>` ...) are markup inside a chunk;
-- the name says the elements were retrieved: one of its words is a word apps give retrieved text (`chunk`, `data`,
-  `result`, `passage`, `reference`, `snippet`, `context` ...: `contextItem`, `search_result`). Few-shot `<example>`s,
+- the name says the elements were retrieved: its words are words apps give retrieved text (`chunk`, `data`,
+  `result`, `passage`, `reference`, `snippet`, `context` ...: `search_result`), maybe joined to `item`, `entry`,
+  `node` ... (`contextItem`); `<source_code>`, `<code_snippet>`, `<test_result>` are not. Few-shot `<example>`s,
   `<rule>`s, a recipe's `<step>`s, a log's `<event>`s, a review's `<file>`s or a table's `<row>`s are a prompt's own
   parts, whose order is the point, whatever their attributes say;
 - a closing tag of the name met outside an element once the units have begun, with no opening of the name in prose
@@ -54,7 +55,10 @@ _RETRIEVED = frozenset({
     "citations", "evidence", "data", "doc", "docs", "document", "documents", "source", "sources", "article",
     "articles", "hit", "hits"
 })  # fmt: skip
-"""Words apps name retrieved units with, as one word of the tag's name (`chunk`, `contextItem`, `search_result`)."""
+"""Words apps name retrieved units with (`chunk`, `data`, `search_result`)."""
+_JOINING = frozenset({"item", "items", "entry", "entries", "node", "nodes", "block", "unit", "info", "text"})
+"""Words a retrieved unit's name may join to them (`contextItem`); any other word makes the name a prompt's own
+(`source_code`, `code_snippet`, `test_result`, `input_data`)."""
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _TITLE = re.compile(
     r"""(?i)\b(?:title|name|file_?name|filename|document_?name)\s*=\s*(?P<q>["'])(?P<title>[^"'\n]{0,300})(?P=q)"""
@@ -79,7 +83,8 @@ def scan_elements(text: str) -> Elements | None:
             counts[name] += 1
     tried = [name for name, count in counts.items() if count >= 2][:_MAX_NAMES]
     for name in tried:
-        if not _RETRIEVED.intersection(word.lower() for word in _NAME_WORD.findall(name)):
+        words = {word.lower() for word in _NAME_WORD.findall(name)}
+        if not words & _RETRIEVED or not words <= _RETRIEVED | _JOINING:
             continue
         spans = _run(text, name)
         if spans:

@@ -25,10 +25,11 @@ from contextlift.strategies.spans import DocumentSpan, skip_json_space
 TEXT_FIELDS = ("content", "text", "snippet", "page_content", "body", "chunk", "passage", "summary")
 """Object fields read as a result's text, in this order."""
 _ORIGIN_WORDS = frozenset({
-    "id", "ids", "ref", "reference", "source", "url", "uri", "link", "file", "filename", "path", "doc", "document",
-    "title", "chunk", "page"
+    "ref", "reference", "source", "url", "uri", "link", "file", "filename", "path", "doc", "document", "title",
+    "chunk", "page"
 })  # fmt: skip
-"""Words of a key that says where an object's text came from (`reference_id`, `sourceUrl`, `doc_id`, `title`)."""
+"""Words of a key that says where an object's text came from (`reference_id`, `sourceUrl`, `doc_id`, `title`); a bare
+`id` does not: a chat export's, a ticket's and a dataset's records carry one too."""
 _KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _MIN_PASSAGE_WORDS = 12
 """Words in every value of a field read as text for want of a known name: retrieved chunks run to a hundred and

@@ -334,3 +334,35 @@ def test_a_last_turn_that_asks_in_the_imperative_with_a_question_named_is_still_
         {"role": "user", "content": asked},
     ]
     assert parse_request({"model": "m", "messages": messages}).question == asked
+
+
+# What a third probe found, each pinned.
+
+
+def test_a_name_that_joins_a_retrieval_word_to_another_is_a_prompts_own() -> None:
+    for name in ("source_code", "code_snippet", "test_result", "input_data"):
+        units = "\n".join(f"<{name}>{t}</{name}>" for t in ("a = 1\nprint(a)", "b = 2\nprint(b)"))
+        assert parse_request(_user(f"{units}\nRename b in the second one.")).documents == (), name
+
+
+def test_a_retrieval_word_joined_to_item_or_entry_is_still_read() -> None:
+    units = "\n".join(f"<contextItem>{t}</contextItem>" for t in TEXTS)
+    assert parse_request(_user(f"Context:\n{units}\nQuestion: {QUESTION}")).detection == "xml; tag=contextItem"
+
+
+def test_a_bare_id_names_no_origin() -> None:
+    said = ("the deploy failed again on staging", "I will roll back now", "thanks, rollback worked fine")
+    thread = "\n".join(json.dumps({"id": f"m{i}", "user": "a", "text": t}) for i, t in enumerate(said))
+    assert parse_request(_user(f"{thread}\n\nWhat happened first in this thread?")).documents == ()
+
+
+def test_an_instructions_turn_after_the_answer_asks() -> None:
+    system = "Docs:\n<document>Acme sells anvils.</document>\n<document>Acme was founded by Wile.</document>"
+    asked = "<instructions>Translate your previous answer into French.</instructions>"
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Who founded Acme?"},
+        {"role": "assistant", "content": "Wile."},
+        {"role": "user", "content": asked},
+    ]
+    assert parse_request({"model": "m", "messages": messages}).question == asked
