@@ -91,6 +91,9 @@ class _Candidate:
     """What made the reading a guess (`a Markdown heading`), for `contextlift detect`."""
     asked: str = ""
     """The question where the reading's template puts it (an app's template), found before any other."""
+    needs_question: bool = False
+    """Units whose markers say nothing of documents (elements of any tag name): evidence only beside a question
+    found outside them, as `_NEED_QUESTION`'s formats are."""
     unproven: str | None = None
     """Why the reading's boundaries are a guess (`ambiguous-chunks`: blank-line paragraphs, where a chunk's own
     break cannot be told from a join; `unproven-boundaries`: separators that marked-up chunks hold too): judged
@@ -355,7 +358,8 @@ class _Search:
             elements = scan_elements(text)
             if elements is not None and not self._nested(text, elements.spans, DocumentFormat.XML, region):
                 spans = elements.spans[: self.most]
-                yield _Candidate(DocumentFormat.XML, spans, f"{DocumentFormat.XML.value}; tag={elements.tag}")
+                label = f"{DocumentFormat.XML.value}; tag={elements.tag}"
+                yield _Candidate(DocumentFormat.XML, spans, label, needs_question=True)
         yield from self._region_candidates(text, region)
         if self._allows(DocumentFormat.NUMBERED):
             yield from self._numbered_candidates(text, role, region)
@@ -471,24 +475,21 @@ class _Search:
         # Spans cut at the limit leave later documents in the tail: only a cue line there is a question.
         truncated = self.most is not None and len(spans) >= self.most
         later = self.latest_user_text(index, before=role == "tool")
-        if not candidate.asked and not later and candidate.format in _NEED_QUESTION and question_lines(block.tail) > 1:
-            # The context was read to end at the first question line after it; a second one below it says the
-            # first may be a chunk's own (a quoted worked example), and the template's question the second.
+        guessed_end = candidate.format in _NEED_QUESTION and not candidate.asked
+        # The context was read to end at the first cue line after it. A second question line below it, or an answer
+        # written out, says that line may be a chunk's own worked example, whose rest a move would leave behind.
+        if guessed_end and not later and question_lines(block.tail) > 1:
             self.reasons.add("ambiguous", f"two question lines after the {candidate.label} in message {index}")
             return None
-        question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
-        if candidate.format in _NEED_QUESTION and not candidate.asked and worked_example_in(block.tail):
-            # The context was read to end at a cue line, and an answer written out follows it: a worked example,
-            # maybe the last chunk's own, whose rest would be left behind when the chunk moves.
+        if guessed_end and worked_example_in(block.tail):
             self.reasons.add("ambiguous", f"a worked example's answer after the {candidate.label} in message {index}")
             return None
+        question = candidate.asked or find_question(block.head, block.tail, later, bare=not truncated)
         if candidate.format is DocumentFormat.JSON_KV and not _names_a_record(question, spans):
             # An ordinary JSON object in a prompt is not a key-value task: only a `Key:` naming a record is.
             self.reasons.add("no-question", f"a JSON object in message {index}, and no `Key:` line names a record")
             return None
-        # Elements of a name that says nothing of documents are evidence only beside a question found outside them.
-        generic = candidate.label.startswith(f"{DocumentFormat.XML.value}; tag=")
-        if not question and not named and (candidate.format in _NEED_QUESTION or generic):
+        if not question and not named and (candidate.format in _NEED_QUESTION or candidate.needs_question):
             self.reasons.add(
                 "no-question", f"{len(spans)} documents read as {candidate.label} in message {index}, and no question"
             )

@@ -24,6 +24,10 @@ def _user(content: str, *later: dict[str, Any]) -> dict[str, Any]:
     return {"model": "m", "messages": [{"role": "user", "content": content}, *later]}
 
 
+def _chat(*turns: tuple[str, str]) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": role, "content": content} for role, content in turns]}
+
+
 def _moved(body: dict[str, Any]) -> tuple[str, str]:
     request = parse_request(body)
     sent = request.with_documents(request.documents[::-1]).render()
@@ -59,7 +63,7 @@ def test_html_elements_are_a_chunks_markup_not_units() -> None:
 def test_flowise_doc_ids_stay_with_their_text() -> None:
     units = [f"<doc id='{i}'>{t}</doc>" for i, t in enumerate(TEXTS, start=4)]
     system = "Use the context.\n------------\n" + "\n".join(units) + "\n------------\nREMEMBER: be brief."
-    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]}
+    body = _chat(("system", system), ("user", QUESTION))
     _, sent = _moved(body)
     assert "<doc id='6'>" + SHORT in sent
     assert "<doc id='4'>" + FENCED in sent
@@ -76,7 +80,7 @@ def test_json_lines_are_units_and_the_run_naming_a_text_field_holds_the_document
         + "\n".join(chunks)
         + "\n```"
     )
-    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]}
+    body = _chat(("system", system), ("user", QUESTION))
     request = parse_request(body)
     assert request.detection == "json-list; lines"
     assert [d.text for d in request.documents] == list(TEXTS)
@@ -298,13 +302,8 @@ def test_json_lines_of_a_transcript_or_a_log_are_data() -> None:
 def test_a_request_in_the_imperative_is_the_question() -> None:
     system = "Docs:\n<document>Acme sells anvils.</document>\n<document>Acme was founded by Wile.</document>"
     asked = "Use the documents to answer who founded Acme and provide citations"
-    messages = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "What does Acme sell?"},
-        {"role": "assistant", "content": "Anvils."},
-        {"role": "user", "content": asked},
-    ]
-    assert parse_request({"model": "m", "messages": messages}).question == asked
+    body = _chat(("system", system), ("user", "What does Acme sell?"), ("assistant", "Anvils."), ("user", asked))
+    assert parse_request(body).question == asked
 
 
 def test_labels_that_number_a_texts_own_parts_are_no_proof() -> None:
@@ -327,13 +326,8 @@ def test_json_lines_and_lists_without_a_source_are_data() -> None:
 def test_a_last_turn_that_asks_in_the_imperative_with_a_question_named_is_still_the_question() -> None:
     system = "Documents:\n\n[1] Refunds take 5 days.\n\n[2] Damaged items are replaced."
     asked = "Write a reply to this request from a customer: my blender arrived damaged, I want it replaced."
-    messages = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "How long do refunds take?"},
-        {"role": "assistant", "content": "5 days."},
-        {"role": "user", "content": asked},
-    ]
-    assert parse_request({"model": "m", "messages": messages}).question == asked
+    body = _chat(("system", system), ("user", "How long do refunds take?"), ("assistant", "5 days."), ("user", asked))
+    assert parse_request(body).question == asked
 
 
 # What a third probe found, each pinned.
@@ -359,10 +353,5 @@ def test_a_bare_id_names_no_origin() -> None:
 def test_an_instructions_turn_after_the_answer_asks() -> None:
     system = "Docs:\n<document>Acme sells anvils.</document>\n<document>Acme was founded by Wile.</document>"
     asked = "<instructions>Translate your previous answer into French.</instructions>"
-    messages = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "Who founded Acme?"},
-        {"role": "assistant", "content": "Wile."},
-        {"role": "user", "content": asked},
-    ]
-    assert parse_request({"model": "m", "messages": messages}).question == asked
+    body = _chat(("system", system), ("user", "Who founded Acme?"), ("assistant", "Wile."), ("user", asked))
+    assert parse_request(body).question == asked
