@@ -18,21 +18,17 @@ from litestar import Litestar, MediaType, Request, Response
 from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
-from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.types import (
-    ASGIApp,
     HTTPScope,
     LifeSpanReceive,
     LifeSpanScope,
     LifeSpanSend,
-    Message,
     Receive,
     Scope,
     Send,
 )
-from litestar.utils import get_enum_string_value
 
 from contextlift.proxy.budget import MemoryBudget
 from contextlift.proxy.edge.admission import Admission, AdmissionMiddleware, send_error
@@ -50,7 +46,7 @@ from contextlift.proxy.observability.telemetry import ServerSpanMiddleware
 from contextlift.proxy.policy import BUILT_IN, Auto, PolicyError, PolicyMissing, load_policy
 from contextlift.proxy.remote_rankers import ServiceRanker, build_rankers
 from contextlift.proxy.request_log import RequestLog
-from contextlift.proxy.routes import CHAT_ROUTE_NAME, ROUTES
+from contextlift.proxy.routes import ROUTES
 from contextlift.proxy.settings import Settings, SettingsError
 from contextlift.proxy.state import EmbedderLoad, ProxyState, proxy_state
 from contextlift.proxy.upstream.client import StreamLimits, UpstreamClient
@@ -225,8 +221,6 @@ def create_app(
         budget=MemoryBudget(settings.max_buffered_bytes),
         max_body_bytes=settings.max_body_bytes,
         body_read_timeout=settings.body_read_timeout,
-        max_header_count=settings.max_header_count,
-        max_header_bytes=settings.max_header_bytes,
         gauge=state.metrics.in_flight,
     )
     if real_embedder is not None:
@@ -330,131 +324,32 @@ def _shadow(
 class ProxyApp(Litestar):
     """The Litestar app, given one canonical path per request before it routes: a path that is not plain
     (see `contextlift.proxy.edge.paths`) gets a 400 envelope here and never reaches a route or the upstream. Every
-    response it routes carries the request record's headers (`RequestLog.stamped`).
-
-    `POST /v1/chat/completions`, the request every client sends, goes to its handler directly, under the same
-    middleware and exception handlers litestar composes for a route: litestar's router, signature model and
-    response handler cost ~75 us of a pass-through request's proxy CPU when its caches are cold (a peer ran on the
-    core between two requests; `scripts/bench.py --cpu`), 5% of it. litestar's composition of a route's stack
-    (`build_route_middleware_stack`) is private, so the stack is built here as litestar builds it: exceptions
-    answered around the handler (inside the middleware, so their send wrappers see the answer) and around the
-    middleware. Every other method and path is routed by litestar (OPTIONS, 405 and the OpenAPI schema included)."""
-
-    CHAT_PATH = "/v1/chat/completions"
+    response it routes carries the request record's headers (`RequestLog.stamped`), and every request it routes is
+    logged once: one whose answer never ended as a 499."""
 
     def __init__(self, *, request_log: RequestLog, **options: Any) -> None:
         super().__init__(**options)
         self.request_log = request_log
-        index = self.get_handler_index_by_name(CHAT_ROUTE_NAME)
-        assert index is not None
-        handler = index["handler"]
-        assert isinstance(handler, HTTPRouteHandler)
-        self._chat_handler = handler  # the copy litestar registered, with the app's settings resolved
-        # Nothing of the route's own (headers, cookies, a background task, an after-request hook, a DTO) that
-        # litestar's response handler would add to a plain answer: `_plain_answer` then writes what it writes.
-        self._plain_answers = not (
-            handler.resolve_response_headers()
-            or handler.resolve_response_cookies()
-            or handler.background
-            or any(layer.after_request for layer in handler.ownership_layers)
-            or handler.resolve_return_dto()
-        )
-        stack: ASGIApp = self._answering_exceptions(self._chat)
-        for middleware in reversed(options.get("middleware") or []):
-            stack = middleware(stack)
-        self._chat_stack = self._answering_exceptions(stack)
 
     async def __call__(
         self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive, send: Send | LifeSpanSend
     ) -> None:
-        if scope["type"] == ScopeType.HTTP:
-            http = cast(HTTPScope, scope)
-            try:
-                # Some servers and test clients leave the query on raw_path; the query is query_string's.
-                raw = (http.get("raw_path") or http["path"].encode()).split(b"?", 1)[0]
-                http["path"], http["raw_path"] = canonical_and_encoded(raw)
-            except InvalidPath as error:
-                log.warning("request path refused", reason=error.message)
-                await send_error(cast(Send, send), error)
-                return
-            send = self.request_log.stamped(http, cast(Send, send))
-            if http["path"] == self.CHAT_PATH and http["method"] == "POST":
-                # What litestar and its router set in the scope for a route.
-                http["app"] = http["litestar_app"] = self
-                http.setdefault("state", {})
-                http.setdefault("path_params", {})
-                http["route_handler"] = self._chat_handler
-                http["path_template"] = self.CHAT_PATH
-                await self._chat_stack(http, cast(Receive, receive), send)
-                return
-        await super().__call__(scope, receive, send)
-
-    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request: Request[Any, Any, Any] = Request(scope, receive, send)
-        answer = await self._chat_handler.fn(request)
-        handler = self._chat_handler
-        plain = _plain_answer(answer, handler.media_type, handler.status_code) if self._plain_answers else None
-        if plain is not None:
-            status, headers, body = plain
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body, "more_body": False})
+        if scope["type"] != ScopeType.HTTP:
+            await super().__call__(scope, receive, send)
             return
-        # The route's own response handler: its status code, media type and encoders, as litestar's route applies.
-        await (await handler.to_response(app=self, data=answer, request=request))(scope, receive, send)
-
-    def _answering_exceptions(self, app: ASGIApp) -> ASGIApp:
-        """`app`, an exception it raises before its response starts answered by the app's exception handler for
-        its class, as litestar's exception middleware answers (the proxy's handlers are keyed by class only);
-        after the response started it goes on up, and the server ends the connection."""
-
-        async def answering(scope: Scope, receive: Receive, send: Send) -> None:
-            started = False
-
-            async def tracked(message: Message) -> None:
-                nonlocal started
-                started = started or message["type"] == "http.response.start"
-                await send(message)
-
-            try:
-                await app(scope, receive, tracked)
-            except Exception as error:
-                if started:
-                    raise
-                handler = next(self.exception_handlers[c] for c in type(error).__mro__ if c in self.exception_handlers)
-                request: Request[Any, Any, Any] = Request(scope, receive, send)
-                response = handler(request, error)
-                await response.to_asgi_response(app=None, request=request)(scope, receive, send)
-
-        return answering
-
-
-def _plain_answer(
-    answer: Any, media_type: MediaType | str, status_code: int
-) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
-    """The status, head and body litestar sends for `answer` from a route answering `media_type` with
-    `status_code`, where `answer` is a plain `Response` of bytes (no cookie, no background task, a status with a
-    body); None for any other. litestar's way there (`to_response`, `to_asgi_response`, `ASGIResponse`) was 2 to 3%
-    of a pass-through request's CPU in the proxy (its CPU per request alternating with another proxy on the core);
-    tests/proxy/test_plain_answers.py holds the two to the same bytes."""
-    if not (
-        type(answer) is Response
-        and isinstance(answer.content, bytes)
-        and not answer.cookies
-        and answer.background is None
-        and answer.encoding == "utf-8"
-    ):
-        return None
-    status = answer.status_code or status_code
-    if status < 200 or status in (204, 304):
-        return None
-    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
-    named = {name for name, _ in headers}
-    if b"content-type" not in named:
-        media = get_enum_string_value(answer.media_type or media_type or MediaType.JSON)
-        headers.append((b"content-type", (f"{media}; charset=utf-8" if media.startswith("text/") else media).encode()))
-    if b"content-length" not in named:
-        headers.append((b"content-length", str(len(answer.content)).encode()))
-    return status, headers, answer.content
+        http = cast(HTTPScope, scope)
+        try:
+            # Some servers and test clients leave the query on raw_path; the query is query_string's.
+            raw = (http.get("raw_path") or http["path"].encode()).split(b"?", 1)[0]
+            http["path"], http["raw_path"] = canonical_and_encoded(raw)
+        except InvalidPath as error:
+            log.warning("request path refused", reason=error.message)
+            await send_error(cast(Send, send), error)
+            return
+        try:
+            await super().__call__(scope, receive, self.request_log.stamped(http, cast(Send, send)))
+        finally:
+            self.request_log.cut(http)
 
 
 _READ_AT_START = -1.0

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from litestar.types import HTTPResponseStartEvent, Message, Scope, Send
@@ -151,9 +151,9 @@ RECEIVED_EXTENSION = "contextlift.received"
 """A scope extension the server sets: `{"at": time.perf_counter()}` of the first byte of the request's head."""
 GONE_EXTENSION = "contextlift.gone"
 """A scope extension the server sets: `{"future": asyncio.Future}`, done when the request's connection is lost."""
-BODY_EXTENSION = "contextlift.body"
-"""A scope extension the server sets: `{"whole": bool}`, true once the request's whole body has arrived (its reading
-then cannot wait)."""
+DELIVERED_EXTENSION = "contextlift.delivered"
+"""A scope extension the server sets: `{"wait": async () -> bool}`, whether what the response wrote left for the
+client (False: the connection was lost with it unread)."""
 
 
 class RequestLog:
@@ -189,14 +189,22 @@ class RequestLog:
             if message["type"] == "http.response.start":
                 self._stamp(message, scope)
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                delivered = False
                 try:
                     await send(message)
+                    # The summary says what the client got: an answer it left unread in the buffers is a 499.
+                    delivered = await _delivered(scope)
                 finally:
-                    self.record_of(scope).finish()
+                    self.record_of(scope).finish(None if delivered else CLIENT_CLOSED_REQUEST)
                 return
             await send(message)
 
         return stamping_send
+
+    def cut(self, scope: Scope) -> None:
+        """At the request's end: a record whose answer never ended (the client left, the stream was cut) is
+        logged as 499, once."""
+        self.record_of(scope).finish(CLIENT_CLOSED_REQUEST)
 
     def _stamp(self, message: HTTPResponseStartEvent, scope: Scope) -> None:
         """The record's headers set on the response head (each one replacing a header of its name), in one pass
@@ -226,6 +234,11 @@ _REQUEST_IDS = random.Random()
 """Request ids' own generator, seeded from the OS (again in a forked child): a `random.seed` elsewhere in the
 process (an eval's shuffle) cannot make two requests' ids repeat."""
 os.register_at_fork(after_in_child=_REQUEST_IDS.seed)
+
+
+async def _delivered(scope: Scope) -> bool:
+    wait = ((scope.get("extensions") or {}).get(DELIVERED_EXTENSION) or {}).get("wait")
+    return True if wait is None else await cast(Callable[[], Awaitable[bool]], wait)()
 
 
 def _new_request_id() -> str:

@@ -1,7 +1,6 @@
-"""Admission control for the `/v1` routes: the request head is checked (431 for too many or too large
-headers), the body is read whole under a deadline and a size limit (408, 413) and charged to the memory
-budget (503), and only then does the request count against the in-flight limit (503 with `Retry-After`,
-never an unbounded queue). A client that dribbles its body therefore holds a connection, which the server
+"""Admission control for the `/v1` routes: the body is read whole under a deadline and a size limit (408, 413)
+and charged to the memory budget (503), and only then does the request count against the in-flight limit (503
+with `Retry-After`, never an unbounded queue). A client that dribbles its body therefore holds a connection, which the server
 bounds, but never an in-flight slot."""
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from litestar.utils.scope.state import ScopeState
 from prometheus_client import Gauge
 
 from contextlift.proxy.budget import Lease, MemoryBudget
-from contextlift.proxy.errors import HeadersTooLarge, Overloaded, PayloadTooLarge, ProxyError, RequestTimeout
-from contextlift.proxy.request_log import BODY_EXTENSION
+from contextlift.proxy.errors import Overloaded, PayloadTooLarge, ProxyError, RequestTimeout
 
 LEASE_KEY = "contextlift_lease"
 """Where the request's memory lease lives in `scope["state"]`, for the routes to charge what they buffer."""
@@ -48,18 +46,8 @@ class Admission:
     budget: MemoryBudget
     max_body_bytes: int = 16 * 1024 * 1024
     body_read_timeout: float = 60.0
-    max_header_count: int = 100
-    max_header_bytes: int = 32 * 1024
     in_flight: int = 0
     gauge: Gauge | None = None
-
-    def head_refusal(self, scope: Scope) -> ProxyError | None:
-        headers = list(scope.get("headers", []))
-        if len(headers) > self.max_header_count:
-            return HeadersTooLarge(f"more than {self.max_header_count} request headers")
-        if sum(len(name) + len(value) for name, value in headers) > self.max_header_bytes:
-            return HeadersTooLarge(f"request headers larger than {self.max_header_bytes} bytes")
-        return None
 
     def overloaded(self) -> ProxyError | None:
         if self.in_flight >= self.max_in_flight:
@@ -81,9 +69,6 @@ class Admission:
         declared = dict(scope.get("headers", [])).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             raise too_large
-        if ((scope.get("extensions") or {}).get(BODY_EXTENSION) or {}).get("whole") is True:
-            # The server has the whole body: reading it cannot wait, so no timer is set (one a request otherwise).
-            return await self._read(receive, lease, too_large)
         try:
             async with asyncio.timeout(self.body_read_timeout):
                 return await self._read(receive, lease, too_large)
@@ -126,10 +111,6 @@ class AdmissionMiddleware:
         admission = self.admission
         lease = admission.budget.lease()
         try:
-            refusal = admission.head_refusal(scope)
-            if refusal is not None:
-                await send_error(send, refusal)
-                return
             try:
                 body = await admission.read_body(scope, receive, lease)
             except ProxyError as error:

@@ -1,10 +1,11 @@
-"""The HTTP server: uvicorn, serving the app through `GuardedHttpProtocol` (see `proxy.edge.http_protocol`), with a
-shutdown that ends within the grace period."""
+"""The HTTP server: uvicorn as released (h11), each connection held in `GuardedConnection` for the bounds uvicorn
+lacks (see `proxy.edge.connection`), with a shutdown that ends within the grace period."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from contextlift.proxy.edge.admission import send_error
-from contextlift.proxy.edge.http_protocol import GuardedConfig, GuardedHttpProtocol, HttpLimits
+from contextlift.proxy.edge.connection import ConnectionLink, GuardedConfig, HttpLimits, ThrottledWarnings
 from contextlift.proxy.errors import ShuttingDown
 from contextlift.proxy.settings import Settings
 
@@ -41,9 +42,10 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
             app can refuse new work and end its streams before the server cuts them off.
     """
     cutoff = _Cutoff(app)
+    limits = HttpLimits.from_settings(settings)
     config = GuardedConfig(
-        cutoff,
-        HttpLimits.from_settings(settings),
+        ConnectionLink(cutoff, limits),
+        limits,
         host=settings.host,
         port=settings.port,
         loop=settings.event_loop,
@@ -55,7 +57,15 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
         # the middleware scanned every request's headers (a trusted peer is loopback by default).
         proxy_headers=False,
     )
+    _throttle_connection_warnings()
     return ProxyServer(config, cutoff, grace=settings.shutdown_grace, on_drain=on_drain)
+
+
+def _throttle_connection_warnings() -> None:
+    """One `ThrottledWarnings` on uvicorn's connection logger per process, however many servers it builds."""
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(existing, ThrottledWarnings) for existing in logger.filters):
+        logger.addFilter(ThrottledWarnings())
 
 
 class _Cutoff:
@@ -145,21 +155,21 @@ class ProxyServer(uvicorn.Server):
 
     async def _cut(self) -> None:
         """End the requests and connections that outlived the grace."""
+        assert isinstance(self.config, GuardedConfig)
         tasks = set(self.server_state.tasks)
-        connections = [c for c in self.server_state.connections if isinstance(c, GuardedHttpProtocol)]
+        connections = list(self.config.open_connections)
         if not tasks and not connections:
             return
         log.warning("grace period over; cutting off what is left", requests=len(tasks), connections=len(connections))
         self._cutoff.active = True
         # Dropped first, so that uvicorn sees these clients as gone and logs nothing when their requests end.
         for connection in connections:
-            if connection.response_started():
-                connection.transport.abort()
+            if connection.responding:
+                connection.abort()
         await asyncio.sleep(0)
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=CUT_SECONDS)
-        for leftover in list(self.server_state.connections):
-            if isinstance(leftover, GuardedHttpProtocol):
-                leftover.transport.abort()
+        for leftover in list(self.config.open_connections):
+            leftover.abort()
