@@ -1,7 +1,7 @@
 """Admission control for the `/v1` routes: the body is read whole under a deadline and a size limit (408, 413)
 and charged to the memory budget (503), and only then does the request count against the in-flight limit (503
-with `Retry-After`, never an unbounded queue). A client that dribbles its body therefore holds a connection, which the server
-bounds, but never an in-flight slot."""
+with `Retry-After`, never an unbounded queue). A client that dribbles its body therefore holds a connection,
+which the server bounds, but never an in-flight slot."""
 
 from __future__ import annotations
 
