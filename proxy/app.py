@@ -118,10 +118,7 @@ def create_app(
             deadline_seconds=settings.upstream_deadline,
             max_body_bytes=settings.max_upstream_body_bytes,
         ),
-        transport=transport
-        or build_transport(
-            settings.upstream_transport, settings.upstream_max_connections, plain_calls=settings.upstream_plain_calls
-        ),
+        transport=transport or build_transport(settings.upstream_max_connections),
     )
     real_embedder = None
     if embedder is None and settings.embedder != "off" and embeddings_installed():
@@ -287,10 +284,7 @@ def _shadow(
         max_connections=settings.shadow_max_in_flight,
         retry=RetryPolicy(max_retries=0),
         stream_limits=state.upstream.stream_limits,
-        transport=transport
-        or build_transport(
-            settings.upstream_transport, settings.shadow_max_in_flight, plain_calls=settings.upstream_plain_calls
-        ),
+        transport=transport or build_transport(settings.shadow_max_in_flight),
     )
     sink = ShadowSink(sink_path(settings.shadow_sink), settings.shadow_sink_max_bytes) if settings.shadow_sink else None
     # Without an operator key a shadow call carries the client's own credentials: the operator's evaluation

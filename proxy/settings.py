@@ -125,18 +125,6 @@ class Settings(BaseSettings):
         "upstream_max_connections are busy; then 503 upstream_pool_exhausted with Retry-After. Short: a pool full "
         "for this long is saturated, and the client's retry (or another replica) is a better wait than minutes here.",
     )
-    upstream_transport: Literal["aiohttp", "httpx"] = Field(
-        "aiohttp",
-        description="The upstream connection pool: aiohttp's connector under httpx's API (scales with concurrency: "
-        "724 requests/s per proxy core at 64 in flight in the run that compared them), or httpx's own pool (230 "
-        "there, because it re-examines every pooled connection on every event; see proxy.upstream.transport).",
-    )
-    upstream_plain_calls: bool = Field(
-        True,
-        description="On the aiohttp transport, a call read whole (a chat completion that does not stream) from a plain "
-        "http:// upstream goes on the proxy's own HTTP/1.1 client over llhttp (proxy.upstream.http11): about a "
-        "quarter of aiohttp's CPU a call. Streams, relayed calls and https go through aiohttp either way.",
-    )
     max_retries: int = Field(
         2,
         ge=0,

@@ -1,6 +1,6 @@
 """What every upstream transport shares: the request extensions it reads and sets, the bounds of an answer's head,
 the refusal of a malformed answer, and an answer read piece by piece (`RawAnswer`), as `UpstreamClient.fetch` reads
-it whichever transport made the call (`proxy.upstream.transport`'s aiohttp and httpx ways, `proxy.upstream.http11`)."""
+it whichever transport made the call (`proxy.upstream.transport`, or a scripted one in the tests)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,13 @@ class RawAnswer:
                     return piece
             return b""
 
-        return cls(response.status_code, response.headers, encoding, next_piece, response.aclose)
+        # A transport's stream may say whether the rest of its body is in (`_AiohttpBody.ready`).
+        ready: Callable[[], bool] = getattr(response.stream, "ready", _not_ready)
+        return cls(response.status_code, response.headers, encoding, next_piece, response.aclose, ready)
+
+
+def _not_ready() -> bool:
+    return False
 
 
 async def _once(content: bytes) -> AsyncIterator[bytes]:

@@ -187,23 +187,15 @@ class UpstreamClient:
         deadline: float,
     ) -> Fetched:
         """Make the call `build_request` describes and read its answer whole (decoded, bounded, charged to
-        `lease`), the connection given back; the caller reserved it. What `send`, `read` and closing the response
-        do together, made without `httpx.Request` and `httpx.Response` where the transport can (`open_call`).
+        `lease`), the connection given back; the caller reserved it: what `send`, `read` and closing the response
+        do together.
 
         Raises:
             UpstreamRedirected, UpstreamProtocolError, UpstreamError: as `send` and `read` raise them.
         """
-        opens = getattr(self._transport, "open_call", None)
-        if opens is None or self._url_auth is not None:  # (a URL's user info: httpx's auth flow adds it)
-            request = self.build_request(method, path, headers=headers, content=content, params=params, waited=waited)
-            answer = RawAnswer.of(await self.send(request))  # refused answers refused (and closed) there
-        else:
-            with mapped_transport_errors("before answering"):
-                url, raw = self._url_and_headers(method, path, headers, content, params)
-                answer = await opens(method, url, raw, content, self._extensions(waited))
+        request = self.build_request(method, path, headers=headers, content=content, params=params, waited=waited)
+        answer = RawAnswer.of(await self.send(request))  # refused answers refused (and closed) there
         try:
-            if _refused(answer.status_code):
-                _refuse(answer.status_code, answer.headers)
             body = await self._read_whole(answer, lease, deadline)
         finally:
             await answer.aclose()

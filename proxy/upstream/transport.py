@@ -1,5 +1,4 @@
-"""The upstream transport: httpx's API over aiohttp's connection pool (`upstream_transport = "aiohttp"`, the
-default), or httpx's own pool (`"httpx"`).
+"""The upstream transport: httpx's API over aiohttp's connection pool, the one way every upstream call goes.
 
 Why not httpx's own pool: httpcore's `AsyncConnectionPool` re-examines every pooled connection (a socket poll each)
 on every pool event, so the proxy's throughput fell as concurrency rose. Measured side by side in one run on this
@@ -8,10 +7,6 @@ core, wrk as the load): httpcore with 100 connections 478 / 252 / 168 req/s at 1
 connector 979 / 740 / 662. httpcore with 16 connections keeps 424-481 req/s but then holds only 16 upstream calls
 at once, which a slow LLM upstream cannot afford. The rest of the proxy keeps httpx's request and response types
 through httpx-aiohttp's `AiohttpTransport` (by httpx's maintainers; the transport the openai SDK offers).
-
-A chat completion read whole from a plain `http://` upstream is the exception: `open_call` hands it to
-`proxy.upstream.http11`, a small HTTP/1.1 client over httptools' parser, a quarter of aiohttp's CPU a call
-(`upstream_plain_calls`, on by default).
 
 What this module adds to it, because the proxy's guarantees depend on it:
 - aiohttp's errors mapped to httpx's by our own rule, the most specific aiohttp class winning. httpx-aiohttp's
@@ -30,9 +25,9 @@ import contextvars
 import functools
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import aiohttp
 import aiohttp.payload
@@ -49,20 +44,14 @@ from contextlift.proxy.upstream.answers import (
     RawAnswer,
 )
 
-if TYPE_CHECKING:
-    from contextlift.proxy.upstream.http11 import Http11Pool
-
 __all__ = [
     "SENT_EXTENSION",
     "WAIT_EXTENSION",
     "MalformedAnswer",
     "RawAnswer",
     "TimedTransport",
-    "UpstreamTransport",
     "build_transport",
 ]
-
-UpstreamTransport = Literal["aiohttp", "httpx"]
 
 # Most specific first is not needed: `_mapped` picks the class no other match derives from.
 _AIOHTTP_TO_HTTPX: dict[type[BaseException], type[httpx.TransportError]] = {
@@ -201,15 +190,6 @@ class _AiohttpUpstream(AiohttpTransport):
     times_itself = True
     """It times the waits `TimedTransport` would (`WAIT_EXTENSION`), from when the request went out."""
 
-    def __init__(self, *, client: Callable[[], aiohttp.ClientSession], plain: Http11Pool | None = None) -> None:
-        super().__init__(client=client)
-        self._plain = plain
-
-    async def aclose(self) -> None:
-        if self._plain is not None:
-            self._plain.close()
-        await super().aclose()
-
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         data: aiohttp.payload.Payload | httpx.AsyncByteStream | None
         try:
@@ -226,27 +206,6 @@ class _AiohttpUpstream(AiohttpTransport):
             status_code=response.status, headers=response.raw_headers, stream=body, request=request,
             extensions=extensions,
         )  # fmt: skip
-
-    async def open_call(
-        self,
-        method: str,
-        url: httpx.URL,
-        headers: list[tuple[bytes, bytes]],
-        content: bytes | None,
-        extensions: dict[str, Any],
-    ) -> RawAnswer:
-        """A call made of its parts (headers as they go, in order; `extensions` as an `httpx.Request` carries
-        them), answered without `httpx.Request` and `httpx.Response` around it: for a small answer read whole
-        the two and the response's stream were about a tenth of a pass-through request's CPU in the proxy (its CPU
-        per request alternating with another proxy on the core). On a plain `http://` upstream, where the
-        transport has one, the call goes on `proxy.upstream.http11` (a quarter of aiohttp's CPU a call)."""
-        if self._plain is not None and url.scheme == "http" and method != "HEAD":
-            return await self._plain.call(method, url, headers, content, extensions)
-        data = _payload(content) if content else None
-        response, body = await self._answer(method, url, headers, data, extensions)
-        answer_headers = httpx.Headers(response.raw_headers)
-        encoding = answer_headers.get("content-encoding", "")
-        return RawAnswer(response.status, answer_headers, encoding, body.next_piece, body.aclose, body.ready)
 
     async def _answer(
         self,
@@ -338,13 +297,8 @@ class _FreshConnector(aiohttp.TCPConnector):
         return None
 
 
-def build_transport(
-    kind: UpstreamTransport, max_connections: int, *, plain_calls: bool = True
-) -> httpx.AsyncBaseTransport | None:
-    """The transport for the upstream client, or None for httpx's own pool. `plain_calls`: on aiohttp's, a call
-    read whole from a plain `http://` upstream goes on `proxy.upstream.http11` instead (`upstream_plain_calls`)."""
-    if kind == "httpx":
-        return None
+def build_transport(max_connections: int) -> httpx.AsyncBaseTransport:
+    """The transport for the upstream client: aiohttp's pool of at most `max_connections`, under httpx's API."""
 
     def session() -> aiohttp.ClientSession:
         # Made on first use, inside the running loop, as aiohttp requires.
@@ -368,11 +322,7 @@ def build_transport(
             made._retry_connection = False
         return made
 
-    if not plain_calls:
-        return _AiohttpUpstream(client=session)
-    from contextlift.proxy.upstream.http11 import Http11Pool  # it builds on this module's types
-
-    return _AiohttpUpstream(client=session, plain=Http11Pool(max_connections))
+    return _AiohttpUpstream(client=session)
 
 
 class _TimedStream(httpx.AsyncByteStream):
@@ -406,10 +356,6 @@ class TimedTransport(httpx.AsyncBaseTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self._inner = inner
         self._inner_times_itself = getattr(inner, "times_itself", False) is True
-        opens: Callable[..., Awaitable[RawAnswer]] | None = getattr(inner, "open_call", None)
-        self.open_call = opens if self._inner_times_itself else None
-        """The inner transport's call without httpx's request and response, where it offers one (`open_call`) and
-        times itself."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         waited = request.extensions.get(WAIT_EXTENSION)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import pytest
 import uvloop
 
-_ON_BOTH_LOOPS = frozenset({"test_upstream_transport.py", "test_plain_calls.py"})
+_ON_BOTH_LOOPS = frozenset({"test_upstream_transport.py"})
 
 
 def pytest_asyncio_loop_factories(

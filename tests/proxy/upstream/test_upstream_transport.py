@@ -46,7 +46,7 @@ def client(
         connect_timeout=1.0,
         max_connections=4,
         stream_limits=limits,
-        transport=build_transport("aiohttp", 4),
+        transport=build_transport(4),
     )
 
 

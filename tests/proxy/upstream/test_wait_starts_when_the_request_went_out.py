@@ -51,7 +51,7 @@ async def test_aiohttps_transport_says_when_the_request_went_out() -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
 
     async with raw_upstream(answer) as (url, _):
-        transport = build_transport("aiohttp", 4)
+        transport = build_transport(4)
         assert transport is not None
         request = httpx.Request("POST", f"{url}/chat/completions", content=b'{"model": "m"}')
         handed_over = time.perf_counter()
