@@ -473,7 +473,9 @@ def _http_exception(request: Request[Any, Any, Any], error: HTTPException) -> Re
     if isinstance(error, NotFoundException):
         mapped: ProxyError = NotFound(f"no route for {request.method} {request.url.path}")
     elif isinstance(error, MethodNotAllowedException):
-        mapped = MethodNotAllowed(f"method {request.method} not allowed on {request.url.path}")
+        # The router names the methods the path serves (RFC 9110 15.5.6: a 405 carries Allow).
+        allowed = {name: value for name, value in (error.headers or {}).items() if name.lower() == "allow"}
+        mapped = MethodNotAllowed(f"method {request.method} not allowed on {request.url.path}", headers=allowed)
     elif error.status_code == 413:
         mapped = PayloadTooLarge("request body too large")
     else:

@@ -19,7 +19,7 @@ from contextlift.proxy.edge.paths import encoded_path
 from contextlift.proxy.errors import UpstreamError
 from contextlift.proxy.off_loop import reading
 from contextlift.proxy.routes.exchange import Exchange
-from contextlift.proxy.upstream.headers import NOT_RELAYED
+from contextlift.proxy.upstream.headers import relayed_headers
 from contextlift.proxy.upstream.sse import DONE_FRAME, json_frame
 
 log = structlog.get_logger("contextlift")
@@ -56,7 +56,7 @@ async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[
     # Finished by whichever comes first: the relay's end, or the request's end if the relay never ran.
     at_request_end(request.scope, call.finish)
     response = call.response
-    relayed = guard.blank_headers({k: v for k, v in response.headers.items() if k.lower() not in NOT_RELAYED})
+    relayed = guard.blank_headers(relayed_headers(response.headers, content_type=True))
     if response.status_code >= 400:
         # Error bodies are small and are where keys get echoed: read whole, bounded, and blanked.
         try:

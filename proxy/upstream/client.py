@@ -30,7 +30,7 @@ from contextlift.proxy.budget import Lease
 from contextlift.proxy.errors import UpstreamPoolExhausted, UpstreamProtocolError, UpstreamRedirected
 from contextlift.proxy.upstream.answers import WAIT_EXTENSION, RawAnswer
 from contextlift.proxy.upstream.bodies import ACCEPT_ENCODING, read_whole
-from contextlift.proxy.upstream.headers import forwarded_headers
+from contextlift.proxy.upstream.headers import forwarded_headers, header_bytes, unwritable_answer
 from contextlift.proxy.upstream.key_guard import KeyGuard
 from contextlift.proxy.upstream.retry import RetryPolicy
 from contextlift.proxy.upstream.transport import TimedTransport
@@ -124,7 +124,7 @@ class UpstreamClient:
         """Absolute upstream URL of a path below the base URL (`chat/completions`, `models` ...)."""
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    def forwarded(self, inbound_headers: Mapping[str, str]) -> dict[str, str]:
+    def forwarded(self, inbound_headers: Mapping[str, str]) -> httpx.Headers:
         """A client's headers as they go upstream (see `forwarded_headers`)."""
         return forwarded_headers(inbound_headers, self.api_key, self.key_header)
 
@@ -163,7 +163,8 @@ class UpstreamClient:
 
         Raises:
             UpstreamRedirected: the upstream answered a 3xx redirect (closed here, neither followed nor relayed).
-            UpstreamProtocolError: an interim (1xx) answer reached here, which the proxy never asks for.
+            UpstreamProtocolError: an interim (1xx) answer reached here, which the proxy never asks for, or an
+                answer the proxy could not write to its client (`unwritable_answer`).
             UpstreamError: the upstream could not be reached, or failed before answering.
         """
         with mapped_transport_errors("before answering"):
@@ -172,6 +173,10 @@ class UpstreamClient:
         if _refused(response.status_code):
             await response.aclose()
             _refuse(response.status_code, response.headers)
+        fault = unwritable_answer(response.status_code, response.headers)
+        if fault is not None:
+            await response.aclose()
+            raise UpstreamProtocolError(f"upstream answered with {fault}, which the proxy cannot relay to a client")
         return response
 
     async def fetch(
@@ -248,7 +253,10 @@ class UpstreamClient:
         url = self._url_of(path) if not merged else httpx.URL(self._url_of(path), params=merged)
         # As bytes: the server decoded the client's header values as latin-1, and httpx would encode a str value
         # as ASCII and fail (a 500) on any other byte a client may legally send.
-        raw = [(name.encode("latin-1"), _header_bytes(value)) for name, value in headers.items()]
+        if isinstance(headers, httpx.Headers):  # `forwarded`: every line, a repeated name included
+            raw = list(headers.raw)
+        else:
+            raw = [(name.encode("latin-1"), header_bytes(value)) for name, value in headers.items()]
         named = {name.lower() for name in headers}
         raw = [header for header in _CLIENT_HEADERS if header[0].decode().lower() not in named] + raw
         return url, _with_framing(raw, named, method, url, content)
@@ -321,10 +329,3 @@ def _with_framing(
     if not framed and method in ("POST", "PUT", "PATCH"):
         head.append((b"Content-Length", b"0"))
     return head + raw + tail
-
-
-def _header_bytes(value: str) -> bytes:
-    try:
-        return value.encode("latin-1")
-    except UnicodeEncodeError:
-        return value.encode("utf-8")

@@ -72,7 +72,13 @@ class KeyGuard:
         return self.blank(data.encode()).decode() if self._key and self._key.decode() in data else data
 
     def blank_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
-        return {name: self.blank_text(value) for name, value in headers.items()}
+        """The key blanked in every value; a header whose name holds it is dropped (a name has no blank form)."""
+        key = self._key.decode() if self._key else None
+        return {
+            name: self.blank_text(value)
+            for name, value in headers.items()
+            if key is None or key.lower() not in name.lower()
+        }
 
     async def blank_stream(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """`chunks` with the key blanked, including a key split across two chunks: the last `len(key) - 1`

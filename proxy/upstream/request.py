@@ -222,7 +222,7 @@ class RequestUpstream:
             status, content, self.guard.blank_headers(error_headers(headers)), refused=refused_fields(status, content)
         )
 
-    async def _chat_call(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
+    async def _chat_call(self, body: Mapping[str, Any]) -> tuple[bytes, httpx.Headers]:
         """The body and headers of a chat call sending `body`."""
         if self._verbatim is not None and body == self._verbatim.body:
             # Nothing changed the client's body: its own bytes go, not a re-serialisation of them.
@@ -231,7 +231,9 @@ class RequestUpstream:
             content = (await anyio.to_thread.run_sync(_compact_json, body)).encode()
         else:
             content = _compact_json(body).encode()
-        return content, {**self._headers, "content-type": "application/json"}
+        headers = httpx.Headers(self._headers)
+        headers["content-type"] = "application/json"
+        return content, headers
 
 
 _BLANK_LINES = (b"\n\n", b"\r\r", b"\r\n\r\n")
