@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from contextlift.proxy.local_model import free_port  # noqa: E402
 
 WARM_UP = 200
-_MARKS = 15
+_MARKS = 14
 """Marks a request passes (00 to 14): a request missing one (an error, another route) is not counted."""
 _now = time.perf_counter
 _marks: dict[str, float] = {}
@@ -86,32 +86,31 @@ def _wrap(owner: Any, name: str, before: str | None, after: str | None = None) -
 
 
 def _instrument() -> None:
-    from uvicorn.protocols.http import httptools_impl
+    from uvicorn.protocols.http import h11_impl
 
     from contextlift.proxy import app as proxy_app
-    from contextlift.proxy.edge import admission, http_protocol
+    from contextlift.proxy.edge import admission, connection
     from contextlift.proxy.routes import chat, exchange
     from contextlift.proxy.upstream import client, request
 
-    received = http_protocol.GuardedHttpProtocol.data_received
+    received = connection.GuardedConnection.data_received
 
     def first_byte(self: Any, data: bytes) -> None:
-        if self.cycle is None or self.cycle.response_complete:
+        if not self._requests:
             _marks.clear()
             _marks["00 first byte in"] = _now()
         received(self, data)
 
-    http_protocol.GuardedHttpProtocol.data_received = first_byte  # type: ignore[method-assign]
+    connection.GuardedConnection.data_received = first_byte  # type: ignore[method-assign]
     _wrap(proxy_app.ProxyApp, "__call__", "01 app called (head parsed)")
     _wrap(admission.AdmissionMiddleware, "__call__", "02 admission entered")
-    _wrap(proxy_app.ProxyApp, "_chat", "03 body read, the route's handler")
-    _wrap(exchange.Exchange, "enter", "04 route entered")
+    _wrap(exchange.Exchange, "enter", "04 route entered (body read, routed)")
     _wrap(chat.Exchange, "upstream", "05 body parsed, checked, pipeline chosen", "06 the request's upstream made")
     _wrap(request.RequestUpstream, "_chat_call", "07 upstream call started", "08 the call's body and headers")
     _wrap(client.UpstreamClient, "fetch", "09 sent to the upstream client")
     _wrap(client.UpstreamClient, "_read_whole", "10 answer head in (upstream wait)", "11 answer body read")
     _wrap(request.RequestUpstream, "_complete", None, "12 answer parsed")
-    sent = httptools_impl.RequestResponseCycle.send
+    sent = h11_impl.RequestResponseCycle.send
 
     async def answer(self: Any, message: Any) -> None:
         if message["type"] == "http.response.start":
@@ -122,7 +121,7 @@ def _instrument() -> None:
             if len(_marks) == _MARKS:
                 _requests.append(dict(_marks))
 
-    httptools_impl.RequestResponseCycle.send = answer  # type: ignore[method-assign]
+    h11_impl.RequestResponseCycle.send = answer  # type: ignore[method-assign]
 
 
 def _report() -> None:
