@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -35,8 +36,8 @@ def answer_with(*header_lines: bytes, status: bytes = b"200 OK", body: bytes = B
 
 
 @contextlib.contextmanager
-def proxy_before(url: str) -> Iterator[str]:
-    settings = Settings(upstream_url=url, upstream_api_key=KEY, max_retries=0, shutdown_grace=1.0)
+def proxy_before(url: str, **overrides: Any) -> Iterator[str]:
+    settings = Settings(upstream_url=url, upstream_api_key=KEY, max_retries=0, shutdown_grace=1.0, **overrides)
     app = create_app(settings, embedder=FakeEmbedder())
     with serve_in_thread(build_server(app, settings)) as (port, _):
         yield f"http://127.0.0.1:{port}"
@@ -158,4 +159,26 @@ async def test_a_client_that_cuts_a_relayed_stream_is_logged_as_499_once() -> No
                     await asyncio.sleep(0.05)
     (line,) = [entry for entry in logs if entry["event"] == "request"]
     assert line["route"] == "/v1/{path:path}"
+    assert line["status"] == 499
+
+
+async def test_an_answer_the_client_never_reads_is_logged_as_499() -> None:
+    big = b"[" + b'"' + b"x" * 7_500_000 + b'"]'
+    with structlog.testing.capture_logs() as logs:
+        async with raw_upstream(answer_with(body=big)) as (url, _):
+            with proxy_before(url, client_write_timeout=0.5, keepalive_timeout=0.5) as base:
+                port = int(base.rsplit(":", 1)[1])
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+                await asyncio.get_running_loop().sock_sendall(sock, b"GET /v1/models HTTP/1.1\r\nHost: p\r\n\r\n")
+                try:
+                    for _ in range(100):  # never read: the proxy's buffers fill, and it lets go
+                        if any(entry["event"] == "request" for entry in logs):
+                            break
+                        await asyncio.sleep(0.05)
+                finally:
+                    sock.close()
+    (line,) = [entry for entry in logs if entry["event"] == "request"]
     assert line["status"] == 499
