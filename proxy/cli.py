@@ -44,7 +44,7 @@ BUILT_IN = ("serve", "local-model", "detect", "healthcheck")
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser; the plugin commands (the evaluation's) only where `argv` names no built-in
-    command: loading them imports their modules, ~100-150 ms of a `serve`'s start that serving never uses."""
+    command: loading them imports their modules, time a `serve`'s start would spend on what serving never uses."""
     parser = argparse.ArgumentParser(prog="contextlift", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 

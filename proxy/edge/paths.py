@@ -59,7 +59,7 @@ under 256 entries of this."""
 
 def canonical_and_encoded(raw_path: bytes) -> tuple[str, bytes]:
     """`canonical_path` and its `encoded_path` as bytes, kept for the last 256 short paths: the same few paths
-    come in every request, and the two cost ~6 us a request (a byte-by-byte scan, a regex, `quote`).
+    come in every request, and the two (a byte-by-byte scan, a regex, `quote`) are worth doing once per path.
 
     Raises:
         InvalidPath: as `canonical_path` (a refused path is never kept).

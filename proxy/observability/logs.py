@@ -26,7 +26,7 @@ def redact(text: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def _secret_key(key: str) -> bool:
     """Whether a field's name says it holds a secret; cached, as a process logs the same few dozen names (a
-    request line has 19 fields: the searches were a third of its 34 us)."""
+    request line has 19 fields, each searched)."""
     return bool(_SECRET_KEYS.search(key)) and not key.endswith("_tokens")
 
 

@@ -35,8 +35,8 @@ def configure_tracing(endpoint: str | None, service_name: str) -> bool:
 
 def tracing() -> bool:
     """Whether a tracer provider is installed (`configure_tracing`, or by whoever embeds the proxy). Without one
-    every span is a no-op that only carries its parent's ids: the proxy then skips making and describing them, 22 us
-    of a pass-through request (its server span and its upstream call's), about 5% of its CPU in the proxy."""
+    every span is a no-op that only carries its parent's ids: the proxy then skips making and describing them (its
+    server span and its upstream call's), work that nobody reads."""
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 

@@ -3,9 +3,8 @@
 
 Calls are httpx requests and responses, sent to the transport directly rather than through `httpx.AsyncClient`:
 the client's per-call machinery (the URL parsed and merged and the headers merged for every call, then auth and
-redirect handling and a cookie jar that reads every answer, only to store nothing) cost 130 us per call where this
-costs 27 (measured with a transport that answers at once), about an eighth of a pass-through request's CPU in the
-proxy (py-spy under `scripts/bench.py`'s load), for features the proxy turns off. What the client did that matters
+redirect handling and a cookie jar that reads every answer, only to store nothing) cost several times what this
+does (docs/performance.md), for features the proxy turns off. What the client did that matters
 is done here: its default headers in its order (`_CLIENT_HEADERS`), the timeouts, a base URL's user info as Basic
 auth; no cookie is stored.
 
@@ -235,7 +234,7 @@ class UpstreamClient:
         told each time the upstream held it (see `TimedTransport`)."""
         url, raw = self._url_and_headers(method, path, headers, content, params)
         # httpx's `content=` path (encode the body, then merge its headers one `setdefault` at a time, re-reading
-        # every header's encoding each time) took 17 of a call's 22 us; the same headers are put here in its order.
+        # every header's encoding each time) was most of a call's cost; the same headers are put here in its order.
         request = httpx.Request(
             method, url, headers=raw, stream=httpx.ByteStream(content or b""), extensions=self._extensions(waited)
         )

@@ -1,11 +1,9 @@
 """The upstream transport: httpx's API over aiohttp's connection pool, the one way every upstream call goes.
 
 Why not httpx's own pool: httpcore's `AsyncConnectionPool` re-examines every pooled connection (a socket poll each)
-on every pool event, so the proxy's throughput fell as concurrency rose. Measured side by side in one run on this
-project's 2-core machine (`scripts/bench.py --variant httpx:CONTEXTLIFT_UPSTREAM_TRANSPORT=httpx`, proxy on one
-core, wrk as the load): httpcore with 100 connections 478 / 252 / 168 req/s at 16 / 64 / 256 in flight; aiohttp's
-connector 979 / 740 / 662. httpcore with 16 connections keeps 424-481 req/s but then holds only 16 upstream calls
-at once, which a slow LLM upstream cannot afford. The rest of the proxy keeps httpx's request and response types
+on every pool event, so the proxy's throughput fell as concurrency rose (side by side in docs/performance.md);
+with few connections it keeps its speed but then holds only that many upstream calls at once, which a slow LLM
+upstream cannot afford. The rest of the proxy keeps httpx's request and response types
 through httpx-aiohttp's `AiohttpTransport` (by httpx's maintainers; the transport the openai SDK offers).
 
 What this module adds to it, because the proxy's guarantees depend on it:
@@ -82,7 +80,7 @@ class _AiohttpBody(httpx.AsyncByteStream):
     """An aiohttp answer's body as httpx reads it, in pieces of at most `CHUNK_BYTES`: aiohttp's errors mapped by
     our rule and, where the call asked (`WAIT_EXTENSION`), each wait for the next piece timed. One generator a
     piece where httpx-aiohttp's stream, the mapping around it and `TimedTransport`'s timer made three, with two
-    context managers and a second `httpx.Response` (about 15 us of a small pass-through call's)."""
+    context managers and a second `httpx.Response`."""
 
     CHUNK_BYTES = 16 * 1024
     """As httpx-aiohttp reads a body."""
@@ -366,7 +364,7 @@ class TimedTransport(httpx.AsyncBaseTransport):
             response = await self._inner.handle_async_request(request)
         finally:
             # From when the request went out where the transport says (aiohttp's building and writing of it is the
-            # proxy's time: about 0.1 ms of a small call's on a loaded machine), else from handing it over.
+            # proxy's time), else from handing it over.
             waited(request.extensions.get(SENT_EXTENSION, start), time.perf_counter())
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(

@@ -1,5 +1,6 @@
-"""The HTTP layer, at the socket level: header and idle timeouts, the connection limit, the header limit, every
-protocol error answered in the OpenAI envelope, and request smuggling refused before the app sees anything."""
+"""The HTTP layer, at the socket level: header and idle timeouts, the connection limit, the header limit, bytes that
+are not HTTP refused by the server (uvicorn's own 400) or, where h11 reads a request, by the app in the OpenAI
+envelope, request smuggling refused before the app sees anything, and answers left unread."""
 
 from __future__ import annotations
 
@@ -90,8 +91,24 @@ def refused(sock: socket.socket, status: int, code: str) -> None:
     assert closed_within(sock, 2)
 
 
+def refused_by_the_server(sock: socket.socket) -> None:
+    """uvicorn's own answer to bytes h11 cannot read as a request (plain text, not the envelope: the request never
+    reached the app), and the connection closed."""
+    answer = read_answer(sock)
+    assert (answer.status, answer.headers["content-type"]) == (400, "text/plain; charset=utf-8")
+    assert answer.body == b"Invalid HTTP request received."
+    assert answer.headers["connection"] == "close"
+    assert closed_within(sock, 2)
+
+
 def get(path: str = "/healthz", *headers: str) -> bytes:
     return "\r\n".join([f"GET {path} HTTP/1.1", "Host: proxy.test", *headers, "", ""]).encode()
+
+
+def chat_request(body: dict[str, Any], *headers: str) -> bytes:
+    raw = json.dumps(body).encode()
+    head = ["POST /v1/chat/completions HTTP/1.1", "Host: proxy.test", "Content-Type: application/json", *headers]
+    return "\r\n".join([*head, f"Content-Length: {len(raw)}", "", ""]).encode() + raw
 
 
 def dribble_until_answered(sock: socket.socket, seconds: float = 3.0) -> float:
@@ -144,16 +161,18 @@ def test_a_body_that_stops_halfway_gets_408_after_a_whole_one_on_the_same_connec
     assert len(fake.requests) == 1
 
 
-def test_a_40_kib_header_value_dribbled_in_1_kib_writes_gets_431_before_it_ends(serve: Any) -> None:
+def test_a_header_value_dribbled_in_1_kib_writes_is_refused_once_past_twice_max_header_bytes(serve: Any) -> None:
+    """A head that never ends is bounded by the server (h11's incomplete-event size, twice max_header_bytes), not
+    by its end: a head between the two gets 431 from the app once it is whole, and this one never is."""
     with connect(serve(header_read_timeout=5)) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy.test\r\nX-Big: ")
         sent = 0
-        while sent < 40 * 1024 and not select.select([sock], [], [], 0)[0]:
+        while sent < 100 * 1024 and not select.select([sock], [], [], 0)[0]:
             sock.sendall(b"a" * 1024)
             sent += 1024
             time.sleep(0.005)
-        refused(sock, 431, "headers_too_large")
-        assert sent <= 33 * 1024  # refused once the head passed max_header_bytes, not when it ended
+        refused_by_the_server(sock)
+        assert sent <= 66 * 1024  # 2 x 32 KiB and the request line: refused there, the head still open
 
 
 def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(serve: Any) -> None:
@@ -200,6 +219,20 @@ def test_more_headers_than_max_header_count_get_431_on_every_route(serve: Any) -
         refused(sock, 431, "headers_too_large")
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [[f"X-Filler-{i}: 1" for i in range(120)], ["X-Big: " + "y" * 40_000]],
+    ids=["too-many", "too-large"],
+)
+def test_a_chat_request_with_too_many_or_too_large_headers_gets_431_and_never_goes_upstream(
+    serve: Any, fake: FakeUpstream, headers: list[str]
+) -> None:
+    with connect(serve()) as sock:  # the default limits: 100 headers, 32 KiB
+        sock.sendall(chat_request(chat(), *headers))
+        refused(sock, 431, "headers_too_large")
+    assert fake.requests == []
+
+
 def served_within(port: int, seconds: float) -> bool:
     """A new connection's `GET /healthz` answered 200 within `seconds` (tried until then)."""
     deadline = time.monotonic() + seconds
@@ -218,18 +251,18 @@ def unread_chat(port: int, body: dict[str, Any]) -> socket.socket:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", port))
-    raw = json.dumps(body).encode()
-    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
-    sock.sendall(head.encode() + f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
+    sock.sendall(chat_request(body))
     return sock
 
 
-def test_cr_only_line_endings_are_answered_at_once(serve: Any) -> None:
-    with connect(serve(header_read_timeout=5)) as sock:
+def test_cr_only_line_endings_get_408_within_the_header_timeout(serve: Any, fake: FakeUpstream) -> None:
+    # h11 looks for a head's end at a LF: with none, the head never ends, and only its deadline answers it.
+    with connect(serve()) as sock:
         started = time.monotonic()
         sock.sendall(b"GET /healthz HTTP/1.1\rHost: proxy.test\r\r")
-        refused(sock, 400, "malformed_http")
-        assert time.monotonic() - started < 1
+        refused(sock, 408, "request_timeout")
+        assert time.monotonic() - started < TIMEOUT + 1
+    assert fake.requests == []
 
 
 @pytest.mark.parametrize(
@@ -246,18 +279,53 @@ def test_cr_only_line_endings_are_answered_at_once(serve: Any) -> None:
         pytest.param(get("/v1/models", "Content-Length: -1"), id="negative-content-length"),
         pytest.param(get("/v1/models", "Transfer-Encoding: gzip"), id="transfer-encoding-not-chunked"),
         pytest.param(get("/v1/models", "Transfer-Encoding: chunked, chunked"), id="transfer-encoding-twice"),
+        pytest.param(get("/v1/models", "Content-Length: +1"), id="signed-content-length"),
         pytest.param(b"GET /v1/models\r\nAuthorization: Bearer a\r\n\r\n", id="no-version"),
         pytest.param(b"GET /v1/models HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", id="http-1.0-two-hosts"),
+        pytest.param(b"GET /v1/models HTTP/1.1\r\n\r\n", id="http-1.1-no-host"),
+        pytest.param(get("/v1/models", "Host: other.test"), id="http-1.1-two-hosts"),
+    ],
+)
+def test_bytes_h11_cannot_read_as_a_request_get_the_servers_400_and_a_close(
+    serve: Any, fake: FakeUpstream, request_bytes: bytes
+) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(request_bytes)
+        refused_by_the_server(sock)
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
         pytest.param(b"GET foo://bar/v1/models HTTP/1.1\r\nHost: a\r\n\r\n", id="absolute-form"),
         pytest.param(b"GET http://u:p@x:1/v1/models?q HTTP/1.1\r\nHost: a\r\n\r\n", id="absolute-form-userinfo"),
         pytest.param(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", id="asterisk-form"),
-        pytest.param(b"GET /v1/models#f HTTP/1.1\r\nHost: a\r\n\r\n", id="fragment"),
+        pytest.param(b"CONNECT proxy.test:443 HTTP/1.1\r\nHost: proxy.test:443\r\n\r\n", id="authority-form"),
     ],
 )
-def test_protocol_errors_get_the_400_envelope_and_a_close(serve: Any, fake: FakeUpstream, request_bytes: bytes) -> None:
+def test_a_target_that_is_not_a_path_gets_the_400_envelope_and_never_goes_upstream(
+    serve: Any, fake: FakeUpstream, request_bytes: bytes
+) -> None:
+    """h11 reads these as requests: the app's canonical-path check answers them, and the connection, kept alive as
+    after any answer, is closed when its keep-alive ends."""
     with connect(serve()) as sock:
         sock.sendall(request_bytes)
-        refused(sock, 400, "malformed_http")
+        answer = read_answer(sock)
+        assert (answer.status, answer.error_code()) == (400, "invalid_path")
+        assert closed_within(sock, TIMEOUT + 1)
+    assert fake.requests == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: h11 accepts '#' in a target and the canonical-path check refuses only an encoded one (%23), so "
+    "GET /v1/models#f is relayed upstream as GET /v1/models%23f",
+)
+def test_a_target_with_a_fragment_is_refused_and_never_goes_upstream(serve: Any, fake: FakeUpstream) -> None:
+    with connect(serve()) as sock:
+        sock.sendall(b"GET /v1/models#f HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert read_answer(sock).status == 400
     assert fake.requests == []
 
 
@@ -340,12 +408,27 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_upstream_call_c
         assert closed.wait(15), "the upstream stream was still open: the request outlived a client that never reads"
 
 
+def test_a_connection_whose_whole_answer_sits_unread_is_dropped_after_the_client_write_timeout(
+    serve: Any, fake: FakeUpstream
+) -> None:
+    # A close would wait for the client to read the answer, and the connection would hold its place for good
+    # (max_connections=1: every other client 503).
+    fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
+    port = serve(max_connections=1, header_read_timeout=5, client_write_timeout=0.5)
+    with unread_chat(port, chat("go")):
+        assert served_within(port, 3), "the unread connection still held the only place"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: the keep-alive clock for an unread whole answer starts in request_ended, which runs when the app "
+    "returns; the request log's last send first waits on DELIVERED_EXTENSION until the buffer drains or the "
+    "connection is lost, so only client_write_timeout ends it",
+)
 def test_a_connection_whose_whole_answer_sits_unread_is_dropped_when_its_keep_alive_ends(
     serve: Any, fake: FakeUpstream
 ) -> None:
-    # The answer is complete and under the high-water mark, so no write clock runs; a close would wait for the
-    # client to read it, and the connection would hold its place (max_connections=1: every other client 503).
     fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
-    port = serve(max_connections=1, header_read_timeout=5)
+    port = serve(max_connections=1, header_read_timeout=5, client_write_timeout=5)
     with unread_chat(port, chat("go")):
-        assert served_within(port, 5), "the unread connection still held the only place"
+        assert served_within(port, TIMEOUT + 1.5), "the unread connection held the only place past its keep-alive"
