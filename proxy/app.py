@@ -336,6 +336,8 @@ class ProxyApp(Litestar):
             # Some servers and test clients leave the query on raw_path; the query is query_string's.
             raw = (http.get("raw_path") or http["path"].encode()).split(b"?", 1)[0]
             http["path"], http["raw_path"] = canonical_and_encoded(raw)
+            if b"#" in http.get("query_string", b""):
+                raise InvalidPath("the request target holds a fragment ('#'), which a request never carries")
         except InvalidPath as error:
             log.warning("request path refused", reason=error.message)
             await send_error(cast(Send, send), error)

@@ -149,8 +149,6 @@ class RequestRecord:
 
 RECEIVED_EXTENSION = "contextlift.received"
 """A scope extension the server sets: `{"at": time.perf_counter()}` of the first byte of the request's head."""
-GONE_EXTENSION = "contextlift.gone"
-"""A scope extension the server sets: `{"future": asyncio.Future}`, done when the request's connection is lost."""
 DELIVERED_EXTENSION = "contextlift.delivered"
 """A scope extension the server sets: `{"wait": async () -> bool}`, whether what the response wrote left for the
 client (False: the connection was lost with it unread)."""

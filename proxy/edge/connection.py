@@ -39,7 +39,7 @@ from uvicorn.server import ServerState
 
 from contextlift.proxy.edge.admission import send_error
 from contextlift.proxy.errors import HeadersTooLarge, MalformedHTTP, Overloaded, ProxyError, RequestTimeout
-from contextlift.proxy.request_log import DELIVERED_EXTENSION, GONE_EXTENSION, RECEIVED_EXTENSION
+from contextlift.proxy.request_log import DELIVERED_EXTENSION, RECEIVED_EXTENSION
 from contextlift.proxy.settings import Settings
 
 __all__ = ["ConnectionLink", "GuardedConfig", "GuardedConnection", "HttpLimits", "ThrottledWarnings"]
@@ -203,21 +203,20 @@ class GuardedConnection(asyncio.Protocol):
         byte; until then uvicorn's keep-alive timer bounds the idle connection."""
         self._requests -= 1
         self.responding = False
-        if self._write_timer is not None:
-            # The whole answer is written and sits unread: it gets the keep-alive time an idle connection gets, then
-            # the connection is dropped (a close would wait for the client to read it, holding its place for good).
-            self._write_timer.cancel()
-            self._write_timer = self._loop.call_later(
-                min(self._limits.keepalive_timeout, self._limits.client_write_timeout), self._write_timed_out
-            )
 
     async def delivered(self) -> bool:
-        """Whether the answer written so far left for the client: True once the transport's buffer is back under
-        its high-water mark (at once when it never went over), False if the connection was lost first."""
+        """Whether the whole answer, just written, left for the client: True once the transport's buffer is back
+        under its high-water mark (at once when it never went over), False if the connection was lost first."""
         if self.lost.done():
             return False
         if self._write_timer is None:
             return True
+        # The whole answer is written and sits unread: it gets the keep-alive time an idle connection gets, then the
+        # connection is dropped (a close would wait for the client to read it, holding its place for good).
+        self._write_timer.cancel()
+        self._write_timer = self._loop.call_later(
+            min(self._limits.keepalive_timeout, self._limits.client_write_timeout), self._write_timed_out
+        )
         if self._writable is None:
             self._writable = self._loop.create_future()
         return await asyncio.shield(self._writable)
@@ -273,8 +272,11 @@ class GuardedConnection(asyncio.Protocol):
 
 class ConnectionLink:
     """The app as the server runs it: tells the request's connection that the request reached the app and when its
-        answer ended, and hands the request the connection's extensions: when its head's first byte came
-    (`RECEIVED_EXTENSION`), its loss (`GONE_EXTENSION`) and whether an answer left (`DELIVERED_EXTENSION`)."""
+    answer ended, and hands the request the connection's extensions: when its head's first byte came
+    (`RECEIVED_EXTENSION`) and whether its answer left (`DELIVERED_EXTENSION`). A route learns of a client's hang-up
+    from `receive`, as under any server: uvicorn stops reading a connection once 64 KiB of body is buffered and
+    reads on only when the app asks for more, so a future set at the connection's loss could miss a client that
+    hangs up after a large body."""
 
     def __init__(self, app: ASGIApp, limits: HttpLimits) -> None:
         self.app = app
@@ -289,7 +291,6 @@ class ConnectionLink:
         assert extensions is not None
         if connection.head_at is not None:
             extensions[RECEIVED_EXTENSION] = {"at": connection.head_at}
-        extensions[GONE_EXTENSION] = {"future": connection.lost}
         extensions[DELIVERED_EXTENSION] = {"wait": connection.delivered}
         connection.request_started()
         refusal = self._head_refusal(list(scope["headers"]))

@@ -25,13 +25,14 @@ def canonical_path(raw_path: bytes) -> str:
     """The request path decoded once, if it is a plain absolute path.
 
     Raises:
-        InvalidPath: encoded separators, `%`, `?` or `#`; dot segments; empty segments; backslashes;
+        InvalidPath: encoded separators, `%`, `?` or `#`; a raw `#`; dot segments; empty segments; backslashes;
             control characters; `;` path parameters; malformed escapes or UTF-8.
     """
     if not raw_path.startswith(b"/"):
         raise InvalidPath("the request path must be absolute")
-    if any(byte < 0x21 or byte >= 0x7F or byte in b"\\;" for byte in raw_path):
-        raise InvalidPath("the request path holds a control character, a space, a backslash or ';'")
+    # A raw `#` begins a fragment, which a request target never carries (RFC 9112 3.2); h11 lets it through.
+    if any(byte < 0x21 or byte >= 0x7F or byte in b"\\;#" for byte in raw_path):
+        raise InvalidPath("the request path holds a control character, a space, a backslash, ';' or '#'")
     if raw_path.count(b"%") != len(_ESCAPE.findall(raw_path)):
         raise InvalidPath("the request path holds a malformed percent escape")
     for match in _ESCAPE.finditer(raw_path):

@@ -25,7 +25,7 @@ from contextlift.proxy.errors import (
 )
 from contextlift.proxy.off_loop import LARGE_BODY, off_loop, reading
 from contextlift.proxy.policy import Auto, RequestFeatures, detected_format, detected_reading, ranker_margin
-from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, GONE_EXTENSION, RequestRecord
+from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
 from contextlift.proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
 from contextlift.proxy.routes.exchange import Exchange
 from contextlift.proxy.routes.stream_usage import StreamUsage
@@ -305,10 +305,9 @@ async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:
     def drained(_: asyncio.Future[None]) -> None:
         stop(ShuttingDown("the proxy is shutting down; retry on another instance", headers={"retry-after": "1"}))
 
-    # The server's future for the connection's loss where it gives one (GONE_EXTENSION), else a task reading
-    # `receive` until the disconnect (a task created, run and cancelled per request).
-    gone = ((exchange.request.scope.get("extensions") or {}).get(GONE_EXTENSION) or {}).get("future")
-    watcher = gone if isinstance(gone, asyncio.Future) else asyncio.ensure_future(_disconnected(exchange.request))
+    # A task reading `receive` until the disconnect: reading it is also what has the server read on after a large
+    # body (see `proxy.edge.connection.ConnectionLink`).
+    watcher = asyncio.ensure_future(_disconnected(exchange.request))
     watcher.add_done_callback(watched)
     with exchange.state.drain_signal() as drain:
         drain.add_done_callback(drained)
@@ -323,8 +322,7 @@ async def _unless_disconnected(exchange: Exchange, work: Awaitable[T]) -> T:
             over = True  # from here no callback cancels the task: the work is over, whatever its outcome
             drain.remove_done_callback(drained)
             watcher.remove_done_callback(watched)
-            if watcher is not gone:
-                watcher.cancel()
+            watcher.cancel()
     if reasons:
         task.uncancel()  # the work finished in spite of the cancel: it must not reach what the task awaits next
     return result

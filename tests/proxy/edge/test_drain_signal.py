@@ -13,7 +13,6 @@ from typing import Any, cast
 import pytest
 
 from contextlift.proxy.errors import ShuttingDown
-from contextlift.proxy.request_log import GONE_EXTENSION
 from contextlift.proxy.routes.chat import ClientDisconnected, _unless_disconnected
 from contextlift.proxy.settings import Settings
 from contextlift.proxy.state import ProxyState
@@ -68,20 +67,15 @@ async def test_a_waiter_that_leaves_before_the_deadline_is_not_woken_later() -> 
 
 
 class _Request:
-    """What the route's watcher reads of a request: a disconnect after `leaves_after` s, told by the server's
-    future (`GONE_EXTENSION`, as the proxy's own server gives it) or, without one, by its ASGI receive."""
+    """What the route's watcher reads of a request: a disconnect after `leaves_after` s, told by its ASGI
+    receive."""
 
     def __init__(self, leaves_after: float | None, told_by: str) -> None:
         self.leaves_after = leaves_after
         self.scope: dict[str, Any] = {}
-        if told_by == "server's future":
-            gone = asyncio.get_running_loop().create_future()
-            self.scope["extensions"] = {GONE_EXTENSION: {"future": gone}}
-            if leaves_after is not None:
-                asyncio.get_running_loop().call_later(leaves_after, gone.set_result, None)
 
     async def receive(self) -> dict[str, Any]:
-        if self.leaves_after is None or "extensions" in self.scope:
+        if self.leaves_after is None:
             await asyncio.Event().wait()
         await asyncio.sleep(cast(float, self.leaves_after))
         return {"type": "http.disconnect"}
@@ -91,7 +85,7 @@ def exchange(proxy: ProxyState, leaves_after: float | None = None, told_by: str 
     return SimpleNamespace(state=proxy, request=_Request(leaves_after, told_by))
 
 
-TOLD_BY = pytest.mark.parametrize("told_by", ["server's future", "receive"])
+TOLD_BY = pytest.mark.parametrize("told_by", ["receive"])
 
 
 async def endless(ended: list[str]) -> str:
