@@ -4,7 +4,8 @@ estimate of prompt and completion tokens. `contextlift eval --dry-run` prints on
 needs `--yes`, since a paid API bills every one of them.
 
 The estimate is deliberately on the high side: each call of a pipeline is counted with the case's whole prompt and
-its `max_tokens` of completion (a chain's chunk calls see less, a filter drops documents), prompts at
+its `max_tokens` of completion (a chain's chunk calls see less, a filter drops documents), a pipeline's calls as
+many as the case's prompt needs (`Pipeline.upstream_calls`: a chain's, a call per chunk), prompts at
 CHARS_PER_TOKEN, as tokenizing tens of millions of characters to price a run would take longer than the run's
 first minute."""
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from contextlift.eval.cases import Case
-from contextlift.strategies import build_registry, parse_selection
+from contextlift.strategies import Pipeline, build_registry, parse_selection
 
 CONFIRM_ABOVE = 1_000
 """Requests past which a run against a remote upstream asks first: the quick profile (176 requests) and a narrowed
@@ -70,17 +71,17 @@ class JobCost:
 def job_costs(work: Sequence[tuple[Case, str]]) -> list[JobCost]:
     """Each of `work`'s requests priced, in its order."""
     registry = build_registry()
-    calls_of: dict[str, tuple[int, int]] = {}
+    pipelines: dict[str, Pipeline | None] = {}
     priced = []
     for case, strategy in work:
-        if strategy not in calls_of:
+        if strategy not in pipelines:
             try:
-                pipeline = registry.resolve(parse_selection(strategy), {})
-                calls_of[strategy] = (pipeline.max_upstream_calls(), pipeline.prompt_copies)
+                pipelines[strategy] = registry.resolve(parse_selection(strategy), {})
             except ValueError:  # a plugin's strategy this process does not have: the proxy will say
-                calls_of[strategy] = (1, 1)
-        calls, copies = calls_of[strategy]
+                pipelines[strategy] = None
+        pipeline = pipelines[strategy]
         prompt = _prompt_tokens(case)
+        calls, copies = (pipeline.upstream_calls(prompt), pipeline.prompt_copies) if pipeline else (1, 1)
         completion = case.max_tokens
         priced.append(JobCost(strategy, calls, calls * copies * prompt, calls * completion, prompt, completion))
     return priced

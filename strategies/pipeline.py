@@ -107,6 +107,13 @@ class Pipeline:
         calls = executor.strategy.max_upstream_calls(executor.params) if executor else 1
         return calls + sum(s.strategy.max_upstream_calls(s.params) for s in self.transforms)
 
+    def upstream_calls(self, prompt_tokens: int) -> int:
+        """The upstream calls the pipeline makes for a prompt of `prompt_tokens`, before retries: what a cost estimate
+        counts (`Strategy.upstream_calls`), at most `max_upstream_calls`."""
+        executor = self.executor
+        calls = executor.strategy.upstream_calls(executor.params, prompt_tokens) if executor else 1
+        return calls + sum(s.strategy.upstream_calls(s.params, prompt_tokens) for s in self.transforms)
+
 
 @dataclass(frozen=True, slots=True)
 class PipelineResult:

@@ -204,6 +204,11 @@ class Strategy(ABC):
         """The most upstream calls this step can make (retries aside); 0 for a transform that calls none."""
         return 0
 
+    def upstream_calls(self, params: Params, prompt_tokens: int) -> int:
+        """The upstream calls this step makes for a prompt of `prompt_tokens` (retries aside), for a cost or time
+        estimate: `max_upstream_calls` unless the count follows the prompt's size (`chain`: a call per chunk)."""
+        return self.max_upstream_calls(params)
+
     def runs_on(self, request: ChatRequest) -> bool:
         """Whether a step of this strategy does anything for `request`: it needs no documents, or the request holds
         some (or, for a step that reads them, documents it may not move). A pipeline passes over it otherwise."""

@@ -6,6 +6,7 @@ documents longer than the model's window are read whole."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -73,6 +74,12 @@ class Chain(Executor):
 
     def max_upstream_calls(self, params: Params) -> int:
         return int(params["max_chunks"]) + 1
+
+    def upstream_calls(self, params: Params, prompt_tokens: int) -> int:
+        # A worker per chunk and the manager; past max_chunks, one plain call. The prompt's tokens stand for the
+        # documents': an estimate, where max_upstream_calls is the bound.
+        chunks = max(1, math.ceil(prompt_tokens / int(params["chunk_tokens"])))
+        return chunks + 1 if chunks <= int(params["max_chunks"]) else 1
 
     async def execute(self, request: ChatRequest, params: Params, context: StepContext) -> StrategyOutcome:
         # Counting the documents' tokens and rendering each chunk are CPU work in proportion to the request: in a

@@ -54,6 +54,15 @@ def test_the_estimate_counts_each_pipelines_calls(tmp_path: Path) -> None:
     assert cost["medoid; k=3"].prompt_tokens == 3 * cost["recite"].prompt_tokens / 2  # the same cases, three calls
 
 
+def test_the_estimate_counts_a_chain_by_the_chunks_each_case_needs() -> None:
+    # The quick profile's contexts fit one chunk: a worker and the manager, not max_chunks + 1 calls each.
+    plan = make_plan("quick", tasks=["litm-qa"], strategies=["none", "chain"])
+    cases, _ = build_cases(plan, find_sources(None, None))
+    cost = {p.strategy: p for p in estimate(cases, jobs(cases, plan.strategies)).pipelines}
+    assert cost["chain"].calls == 2 * cost["chain"].requests
+    assert cost["chain"].prompt_tokens == 2 * sum(_prompt_tokens(c) for c in cases if c.position is not None)
+
+
 def test_the_estimate_counts_a_repeated_prompt_twice() -> None:
     plan = make_plan("quick", tasks=["litm-qa"], strategies=["none", "repeat"])
     cases, _ = build_cases(plan, find_sources(None, None))
