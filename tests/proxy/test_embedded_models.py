@@ -49,7 +49,8 @@ def _fake_model(site: Path, slices: list[bytes], prefix: str = "fakeslices") -> 
         parts=tuple(parts),
         extra="fake-extra",
         licence="none",
-        speed="instant",
+        prompt_tokens_per_s=1e6,
+        generated_tokens_per_s=1e6,
     )
 
 
