@@ -222,19 +222,22 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     # Whether the upstream is on this machine: a large run elsewhere asks first. Behind --proxy it is not known.
     local = args.proxy is None and (settings.upstream_url is None or local_upstream(settings.upstream_url))
-    if args.dry_run:
-        code = _reporting_eval_errors(lambda: run_eval(args, None))
-    elif args.proxy:
-        code = _reporting_eval_errors(lambda: run_eval(args, args.proxy, local=False))
+    if args.proxy:
+        code = _reporting_eval_errors(lambda: run_eval(args, None if args.dry_run else args.proxy, local=False))
     else:
-        from contextlift.eval.local_proxy import proxy_in_process
+        from contextlift.eval.local_proxy import embedded_speed, proxy_in_process
 
         # The upstream from the settings file too, so that the eval can ask it what it is (contextlift.eval.identity).
         args.upstream = args.upstream or settings.upstream_url
+        known = embedded_speed(settings)
 
         def through_a_local_proxy() -> int:
+            if args.dry_run:
+                return run_eval(args, None, known_speed=known)
             with proxy_in_process(settings, args.port) as proxy:  # a taken --port: EvalError, reported below
-                return run_eval(args, proxy.url, local=local, upstream_identity=proxy.upstream_identity)
+                return run_eval(
+                    args, proxy.url, local=local, upstream_identity=proxy.upstream_identity, known_speed=known
+                )
 
         code = _reporting_eval_errors(through_a_local_proxy)
     if code == 0 and args.write_policy is not None and not args.shard:

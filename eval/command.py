@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,19 @@ from contextlift.eval.cases import REASKED, Case
 from contextlift.eval.cost import JobCost, confirmed, estimate, job_costs, render
 from contextlift.eval.identity import first_listed_model, identify, new_run_id
 from contextlift.eval.plan import PROFILES, TASKS, build_cases, in_shard, make_plan, parse_shard, task_record
+from contextlift.eval.progress import Progress
 from contextlift.eval.report.publish import read_info, write_report, write_samples
-from contextlift.eval.runner import Progress, Runner, Target, jobs, request_body
+from contextlift.eval.runner import Runner, Target, jobs, request_body
 from contextlift.eval.sources import find_sources
 from contextlift.eval.tasks import replay
 from contextlift.eval.timing import (
+    MIN_ANSWERS,
+    TIMING_BOUND_S,
     Observation,
+    Speed,
+    TimeEstimate,
     calibration_jobs,
+    duration,
     estimate_time,
     fit,
     latency_pairs,
@@ -123,11 +130,14 @@ def run_eval(
     *,
     local: bool = True,
     upstream_identity: dict[str, Any] | None = None,
+    known_speed: Speed | None = None,
 ) -> int:
-    """Builds the cases, says what sending them costs, sends them through the proxy at `proxy_url`, writes the
-    report. `proxy_url` None: a dry run (nothing is sent, SWiM's questions from `--documents` not generated);
-    `local`: the upstream is on this machine, so a large run starts without asking; `upstream_identity`: the
-    embedded model's, where it is the upstream (else the proxy's model listing names it)."""
+    """Builds the cases, says what sending them costs and how long it will take, sends them through the proxy at
+    `proxy_url` with a progress line, writes the report. `proxy_url` None: a dry run (nothing is sent, SWiM's
+    questions from `--documents` not generated); `local`: the upstream is on this machine, so a large run starts
+    without asking; `upstream_identity`: the embedded model's, where it is the upstream (else the proxy's model
+    listing names it); `known_speed`: the upstream's speed measured beforehand (an embedded model's), which prices
+    the run before its first request."""
     try:
         plan = make_plan(
             args.profile,
@@ -147,7 +157,7 @@ def run_eval(
     if args.reasked < 0:
         raise EvalError("--reasked must be 0 or more")
     if proxy_url is None:
-        return _dry_run(args, plan, shard)
+        return _dry_run(args, plan, shard, known_speed)
     base_url = proxy_url.rstrip("/") if proxy_url.rstrip("/").endswith("/v1") else proxy_url.rstrip("/") + "/v1"
     model = args.model or _first_model(base_url, args.api_key)
     upstream = identify(base_url, model, args.api_key, upstream_identity, None if args.proxy else args.upstream)
@@ -178,8 +188,8 @@ def run_eval(
         if not allowed:
             print("contextlift eval: not started", file=sys.stderr)
             return 1
-        _say_time(runner, work)
-        samples = asyncio.run(runner.run(work, Progress(len(work))))
+        timed = _say_time(runner, work, known_speed)
+        samples = asyncio.run(runner.run(work, Progress(len(work), estimates=timed.jobs if timed else None)))
         if args.replay is None:
             samples = attach_rankings(cases, samples, plan.strategies)
     except (ValueError, OSError) as error:
@@ -211,7 +221,7 @@ def run_eval(
     return 0
 
 
-def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None) -> int:
+def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None, known: Speed | None) -> int:
     """Print what the run would send, building its cases without a proxy: nothing is sent."""
     generated: list[str] = []
 
@@ -230,16 +240,18 @@ def _dry_run(args: argparse.Namespace, plan: Any, shard: tuple[int, int] | None)
     cases = [c for c in cases if in_shard(c, shard)]
     target = args.proxy or args.upstream or "the proxy started here"
     print(render(estimate(cases, work), target))
-    print(_dry_run_time(args, work))
+    print(_dry_run_time(args, work, known))
     if generated:
         print(f"plus {len(generated):,} question-generation requests while the cases are built; the cases from "
               "them are not counted above (a dry run generates none)")  # fmt: skip
     return 0
 
 
-def _say_time(runner: Runner, work: list[tuple[Case, str]]) -> None:
-    """Prints how long the run will take, at the upstream's speed fitted on this upstream's cached answers; where they
-    do not measure every pipeline, a few of the run's own requests are sent first to measure it (eval.timing)."""
+def _say_time(runner: Runner, work: list[tuple[Case, str]], known: Speed | None) -> TimeEstimate | None:
+    """Prints how long the run will take, before the bulk of it, and returns the estimate the progress line weighs
+    the work by (None where the cache answers it all, or nothing measures the upstream). The speed is fitted on this
+    upstream's cached answers; else it is `known` (an embedded model's, measured beforehand), and nothing is sent
+    to measure it; else a few of the run's own requests are sent first, for about a minute (eval.timing)."""
     cache = runner.cache
     priced = job_costs(work)
     # Each request's key hashed once: the answers are looked up again after the timing requests.
@@ -255,29 +267,47 @@ def _say_time(runner: Runner, work: list[tuple[Case, str]]) -> None:
 
     marked, observations, relative = measured()
     if all(cached for _, cached in marked):
-        return
+        return None
     unmeasured = {job.strategy for job, cached in marked if not cached} - relative.keys()
-    if fit(observations, "") is None or unmeasured:
+    if known is None and (fit(observations, "") is None or unmeasured):
         sizes = {case.key: job.case_prompt_tokens for job, (case, _) in zip(priced, work, strict=True)}
         calibration = [(c, s) for c, s in calibration_jobs(work, sizes, {REASKED}) if not cache.holds(runner.key(c, s))]
         if calibration:
-            print(f"contextlift eval: timing the upstream on {len(calibration)} of the run's own requests first "
-                  "(answered once: the run reuses them)", file=sys.stderr)  # fmt: skip
-            asyncio.run(runner.run(calibration))
+            _time_the_upstream(runner, calibration)
             marked, observations, relative = measured()
-    speed = fit(observations, f"of this upstream in {cache.path}")
+    speed = fit(observations, f"of this upstream in {cache.path}") or known
     if speed is None:
-        print("contextlift eval: time: unknown (too few answers to fit the upstream's speed on)", file=sys.stderr)
-        return
-    print(f"contextlift eval: {estimate_time(marked, speed, relative).render()}", file=sys.stderr)
+        print("contextlift eval: time: unknown (too few answers to fit the upstream's speed on); the progress line "
+              "gives the time left from the answers' pace", file=sys.stderr)  # fmt: skip
+        return None
+    estimate = estimate_time(marked, speed, relative)
+    print(f"contextlift eval: {estimate.render()}", file=sys.stderr)
+    return estimate
 
 
-def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str:
+def _time_the_upstream(runner: Runner, calibration: list[tuple[Case, str]]) -> None:
+    """Sends the timing requests, as many at a time as the run sends, until all are answered or, once MIN_ANSWERS
+    are, TIMING_BOUND_S have passed; each answer on the progress line."""
+    print(f"contextlift eval: timing the upstream on up to {len(calibration)} of the run's own requests, for about "
+          f"{duration(TIMING_BOUND_S)} once {MIN_ANSWERS} have answered (answered once: the run reuses them)",
+          file=sys.stderr)  # fmt: skip
+    progress = Progress(len(calibration), label="timing the upstream", left=False)
+    started = time.monotonic()
+    for first in range(0, len(calibration), runner.concurrency):
+        spent = time.monotonic() - started
+        if progress.done - progress.errors >= MIN_ANSWERS and spent >= TIMING_BOUND_S:
+            progress.end(f"stopped at its bound: {progress.done} of {len(calibration)} requests in {duration(spent)}")
+            return
+        asyncio.run(runner.run(calibration[first : first + runner.concurrency], progress))
+
+
+def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]], known: Speed | None) -> str:
     """The dry run's time line: from the answers recorded in the cache the run would use, whichever upstream gave
-    them; nothing is sent to measure (a dry run sends nothing)."""
+    them, else at the `known` speed of the embedded model the run would start; nothing is sent to measure (a dry
+    run sends nothing)."""
     path = args.cache or args.out / "responses.jsonl"
     observations = read_observations(path)
-    speed = fit(observations, f"recorded in {path}")
+    speed = fit(observations, f"recorded in {path}") or known
     if speed is None:
         return (f"time: unknown, no answers recorded in {path} to measure the upstream's speed on; a run measures it "
                 "on a few of its own requests first and says it before the rest (or pass --cache of an earlier "
@@ -298,6 +328,8 @@ def _dry_run_time(args: argparse.Namespace, work: list[tuple[Case, str]]) -> str
         line = (
             "\n  cached answers not subtracted, and each pipeline's multiple of none read over the whole cache: which "
             "requests the answers belong to depends on the model (--model)"
+            if observations
+            else ""
         )
     return estimate_time(priced_jobs, speed, {**relative, REASKED: 1.0}).render() + line
 

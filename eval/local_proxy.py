@@ -1,6 +1,7 @@
 """The proxy an eval runs through when no `--proxy` is given: started in a thread of this process, on a free
-loopback port (or `--port`), in front of the configured upstream (or the embedded model, started for the run). The only
-module of `eval` that imports `proxy`; the rest reaches the proxy over HTTP like any client."""
+loopback port (or `--port`), in front of the configured upstream (or the embedded model, started for the run, whose
+measured speed prices the run before its first request). The only module of `eval` that imports `proxy`; the rest
+reaches the proxy over HTTP like any client."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from typing import Any
 import httpx
 
 from contextlift.eval.command import EvalError
+from contextlift.eval.timing import Speed
 from contextlift.proxy import LocalModelError, Settings, create_app
 from contextlift.proxy.edge.server import ProxyServer, build_server
+from contextlift.proxy.embedded_models import embedded_model
 from contextlift.proxy.local_model import upstream_for
 
 
@@ -53,6 +56,20 @@ def proxy_in_process(settings: Settings, port: int = 0) -> Iterator[InProcessPro
                 thread.join(timeout=settings.shutdown_grace + 5)
     finally:
         listener.close()
+
+
+def embedded_speed(settings: Settings) -> Speed | None:
+    """The speed measured for the embedded model these settings start (its row in `proxy.embedded_models`, from
+    docs/performance.md), which prices a run before its first request; None where an upstream is set or the model
+    file is one of the user's, whose speed nobody measured."""
+    if settings.upstream_url or settings.local_model_path:
+        return None
+    model = embedded_model(settings.local_model)
+    return Speed.known(
+        model.prompt_tokens_per_s,
+        model.generated_tokens_per_s,
+        f"measured for {model.name} on 2 idle CPU cores (docs/performance.md)",
+    )
 
 
 def _listener(port: int) -> socket.socket:

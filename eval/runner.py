@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TextIO
+from typing import Any
 
 import httpx
 
@@ -24,6 +23,7 @@ from contextlift.eval.metrics import (
     substring_match,
     value_recall,
 )
+from contextlift.eval.progress import Progress
 
 STRATEGY_HEADER = "X-Context-Strategy"
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -96,40 +96,6 @@ def jobs(cases: Iterable[Case], strategies: Sequence[str], reasked: int = 0, see
     return work
 
 
-class Progress:
-    """A one-line progress bar on a terminal; a line per tenth of the work otherwise (CI logs)."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
-        self.total, self.done, self.cached, self.errors = total, 0, 0, 0
-        self._stream = stream
-        self._started = time.monotonic()
-        self._tty = stream.isatty()
-        self._last_tenth = -1
-
-    def advance(self, *, cached: bool, error: bool) -> None:
-        self.done += 1
-        self.cached += cached
-        self.errors += error
-        tenth = self.done * 10 // max(self.total, 1)
-        if self._tty or tenth != self._last_tenth or self.done == self.total:
-            self._last_tenth = tenth
-            self._stream.write(("\r" if self._tty else "") + self._line() + ("" if self._tty else "\n"))
-            if self._tty and self.done == self.total:
-                self._stream.write("\n")
-            self._stream.flush()
-
-    def _line(self) -> str:
-        width = 30
-        filled = width * self.done // max(self.total, 1)
-        elapsed = time.monotonic() - self._started
-        sent = self.done - self.cached
-        remaining = (elapsed / sent) * (self.total - self.done) if sent else 0.0
-        return (
-            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} cached {self.cached} "
-            f"errors {self.errors} elapsed {elapsed:.0f}s eta {remaining:.0f}s"
-        )
-
-
 class Runner:
     """Runs (case, strategy) jobs against the target with at most `concurrency` requests in flight."""
 
@@ -153,14 +119,14 @@ class Runner:
             base_url=self.target.base_url, headers=headers, timeout=self.target.timeout, transport=self._transport
         ) as client:
 
-            async def one(case: Case, strategy: str) -> Sample:
+            async def one(job: int, case: Case, strategy: str) -> Sample:
                 async with limit:
                     record = await self._answer(client, case, strategy)
                 if progress is not None:
-                    progress.advance(cached=record.cached, error=record.error is not None)
+                    progress.advance(job, cached=record.cached, error=record.error is not None)
                 return record
 
-            return list(await asyncio.gather(*(one(c, s) for c, s in work)))
+            return list(await asyncio.gather(*(one(i, c, s) for i, (c, s) in enumerate(work))))
 
     def key(self, case: Case, strategy: str) -> str:
         """The job's cache key."""

@@ -3,11 +3,13 @@ cache keeps each answer's latency, usage and calls), and each pipeline's cost me
 on the same cases, applied to what the run still has to send (a cached answer costs no time).
 
 The answers come from the cache (an earlier run's, or `--cache`), or from the run's own first requests: before the
-bulk, a run whose cache does not measure every pipeline sends each pipeline and `none` on the smallest case they
-share, and `none` on two larger cases (`calibration_jobs`): requests it would send anyway, cached, so the run reuses
-them. A pipeline's multiple of `none` is read on the cases where the cache holds both (the sum of its seconds over
-the sum of `none`'s there). Where a pipeline has no such case, its requests are priced from the cost estimate's
-tokens, which are high (every call with the whole prompt), and the line says so.
+bulk, a run whose cache does not measure every pipeline sends `none` at three sizes, then each pipeline on the
+smallest case it shares with `none` (`calibration_jobs`), for about a minute (`TIMING_BOUND_S`): requests it would
+send anyway, cached, so the run reuses them. A pipeline's multiple of `none` is read on the cases where the cache
+holds both (the sum of its seconds over the sum of `none`'s there). Where a pipeline has no such case, its requests
+are priced from the cost estimate's calls and tokens, which are high (every call with the whole prompt), and the
+line says so. The embedded models' speeds are known (`proxy.embedded_models`, measured in docs/performance.md): a run
+on one is priced from them before its first request, and sends nothing to time it.
 
 The speed is one line: seconds = a x calls + b x prompt tokens + c x completion tokens, least squares with every
 coefficient at least zero (an upstream's prompt evaluation, its generation, and what each call costs besides)."""
@@ -30,6 +32,9 @@ MIN_ANSWERS = 3
 """Answers below which no speed is fitted: three coefficients need three points."""
 MAX_CACHE_LINES = 200_000
 """Lines of a cache read for a dry run's estimate: the speed is the same on the last 200,000 as on all."""
+TIMING_BOUND_S = 60.0
+"""Seconds of timing requests after which the run stops timing and starts, once MIN_ANSWERS are answered: on a
+slow or busy upstream a pipeline left unmeasured is priced from its tokens rather than the run held back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +65,14 @@ class Speed:
     per_prompt_token_s: float
     per_completion_token_s: float
     answers: int
+    """The answers it was fitted on; 0 for a speed known beforehand (`known`)."""
     source: str
-    """Where the answers came from, as the estimate's line says it."""
+    """Where the answers came from, or where the speed was measured, as the estimate's line says it."""
+
+    @classmethod
+    def known(cls, prompt_tokens_per_s: float, completion_tokens_per_s: float, source: str) -> Speed:
+        """A speed measured beforehand (an embedded model's), with nothing a call besides."""
+        return cls(0.0, 1 / prompt_tokens_per_s, 1 / completion_tokens_per_s, 0, source)
 
     def seconds(self, calls: float, prompt_tokens: float, completion_tokens: float) -> float:
         return (
@@ -74,10 +85,10 @@ class Speed:
         def rate(per_token: float) -> str:
             return f"{1 / per_token:,.0f}/s" if per_token > 0 else "no measurable cost"
 
-        return (
-            f"prompt tokens {rate(self.per_prompt_token_s)}, completion tokens {rate(self.per_completion_token_s)}, "
-            f"{self.per_call_s:.2f} s a call besides; fitted on {self.answers} answers {self.source}"
-        )
+        rates = f"prompt tokens {rate(self.per_prompt_token_s)}, completion tokens {rate(self.per_completion_token_s)}"
+        if not self.answers:
+            return f"{rates}, {self.source}"
+        return f"{rates}, {self.per_call_s:.2f} s a call besides; fitted on {self.answers} answers {self.source}"
 
 
 def fit(observations: Sequence[Observation], source: str) -> Speed | None:
@@ -137,6 +148,8 @@ class TimeEstimate:
     speed: Speed
     pipelines: tuple[PipelineTime, ...]
     cached: int
+    jobs: tuple[float, ...] = ()
+    """Each job's seconds, in the order given (0 for a cached one): what the progress line weighs the work by."""
 
     @property
     def seconds(self) -> float:
@@ -147,13 +160,19 @@ class TimeEstimate:
         rows = [p for p in self.pipelines if p.seconds > 0]
         width = max([len("pipeline"), *(len(p.strategy) for p in rows)])
         lines = [
-            f"time: about {_duration(self.seconds)} at the upstream's speed ({self.speed.describe()})"
+            f"time: about {duration(self.seconds)} at the upstream's speed ({self.speed.describe()})"
             + (f"; {self.cached:,} requests answered from the cache take none" if self.cached else ""),
             f"  {'pipeline':<{width}}  {'time':>8}",
         ]
+        # At a speed known beforehand no answer measures any pipeline: every row is priced alike, and one line says so.
+        fitted = self.speed.answers > 0
         for p in rows:
-            lines.append(f"  {p.strategy:<{width}}  {_duration(p.seconds):>8}" + ("" if p.measured else "  (high)"))
-        if not all(p.measured for p in rows):
+            high = fitted and not p.measured
+            lines.append(f"  {p.strategy:<{width}}  {duration(p.seconds):>8}" + ("  (high)" if high else ""))
+        if not fitted:
+            lines.append("  each pipeline priced from its estimated calls and tokens; the progress line corrects the "
+                         "time left from the answers")  # fmt: skip
+        elif not all(p.measured for p in rows):
             lines.append("  (high): no answer of the pipeline yet, so priced from its estimated calls and tokens")
         return "\n".join(lines)
 
@@ -200,20 +219,23 @@ def estimate_time(jobs: Sequence[tuple[JobCost, bool]], speed: Speed, relative: 
     times the pipeline's measured multiple where it has one, else the speed applied to the estimate's tokens and
     calls (high)."""
     totals: dict[str, list[float]] = {}
+    each: list[float] = []
     cached = 0
     for job, in_cache in jobs:
         row = totals.setdefault(job.strategy, [0.0, 1.0])
         if in_cache:
             cached += 1
+            each.append(0.0)
             continue
-        single = speed.seconds(1, job.case_prompt_tokens, job.case_completion_tokens)
         if job.strategy in relative:
-            row[0] += single * relative[job.strategy]
+            seconds = speed.seconds(1, job.case_prompt_tokens, job.case_completion_tokens) * relative[job.strategy]
         else:
-            row[0] += speed.seconds(job.calls, job.prompt_tokens, job.completion_tokens)
+            seconds = speed.seconds(job.calls, job.prompt_tokens, job.completion_tokens)
             row[1] = 0.0
+        row[0] += seconds
+        each.append(seconds)
     pipelines = tuple(PipelineTime(s, seconds, bool(measured)) for s, (seconds, measured) in totals.items())
-    return TimeEstimate(speed, pipelines, cached)
+    return TimeEstimate(speed, pipelines, cached, tuple(each))
 
 
 def calibration_jobs(
@@ -222,7 +244,7 @@ def calibration_jobs(
     """The few requests that measure the upstream before the bulk: each pipeline of the run (but `exclude`) with
     `none` on the smallest case they share, and `none` on the median and the largest of `none`'s cases besides
     (three sizes for the fit). Each is a request of the run itself (`size_of`: a case's key to its estimated prompt
-    tokens)."""
+    tokens). The `none` requests come first: a timing phase cut short (TIMING_BOUND_S) still fits a speed."""
     runs: dict[str, set[str]] = {}
     cases: dict[str, Case] = {}
     for case, strategy in work:
@@ -245,10 +267,12 @@ def calibration_jobs(
     ordered = sorted(with_none, key=lambda k: (size_of[k], k))
     for key in (ordered[len(ordered) // 2], ordered[-1]):
         chosen[(key, "none")] = None
-    return [(cases[key], strategy) for key, strategy in chosen]
+    ordered_jobs = sorted(chosen, key=lambda job: job[1] != "none")  # stable: each group keeps its order
+    return [(cases[key], strategy) for key, strategy in ordered_jobs]
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as a person reads a wait: `45 s`, `12 min`, `1.7 h`."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from contextlift.eval import command
 from contextlift.eval.cache import Answer
 from contextlift.eval.cases import Case
 from contextlift.eval.cost import JobCost
@@ -97,21 +98,22 @@ def case(size: int, position: int | None = 0) -> Case:
     return Case("litm-qa", "easy", size, position, 0, "x" * size, ("a",), "best_subspan_em", 8)
 
 
-def test_the_calibration_asks_each_pipeline_with_none_on_their_smallest_shared_case_and_none_at_three_sizes() -> None:
+def test_the_calibration_asks_none_at_every_size_it_needs_first_then_each_pipeline_on_its_smallest_case() -> None:
     a, b, c, d, oracle, special = case(300), case(100), case(900), case(500), case(10, None), case(700, 1)
     work = [(x, s) for x in (a, b, c, d) for s in ("none", "reorder", "chain")]
     work += [(oracle, "none"), (a, "none (re-asked)")]  # a baseline runs `none` alone; the A/A arm is left out
     work += [(special, "none"), (special, "medoid; permute=off")]  # a pipeline of one case: measured on that one
     sizes = {x.key: x.size for x in (a, b, c, d, oracle, special)}
     chosen = [(x.size, s) for x, s in calibration_jobs(work, sizes, {"none (re-asked)"})]
+    # `none` first, so that a timing phase cut at its bound after three answers still fits the speed on three sizes.
     assert chosen == [
         (100, "none"),
-        (100, "reorder"),
-        (100, "chain"),
         (700, "none"),
-        (700, "medoid; permute=off"),
         (500, "none"),
         (900, "none"),
+        (100, "reorder"),
+        (100, "chain"),
+        (700, "medoid; permute=off"),
     ]
 
 
@@ -162,7 +164,7 @@ def test_a_run_times_the_upstream_on_its_own_requests_first_and_sends_none_twice
     assert main(argv) == 0
     err = capsys.readouterr().err
     requests = [json.loads(line) for line in (tmp_path / "r" / "responses.jsonl").read_text().splitlines()]
-    assert "timing the upstream on 5 of the run's own requests first" in err
+    assert "timing the upstream on up to 5 of the run's own requests" in err
     assert "time: about" in err
     table = err[err.index("time: about") :].splitlines()
     assert [line.split()[0] for line in table[2:5]] == ["none", "reorder", "recite"]
@@ -176,6 +178,27 @@ def test_a_run_times_the_upstream_on_its_own_requests_first_and_sends_none_twice
     assert main(argv) == 0
     assert "timing the upstream" not in capsys.readouterr().err
     assert len(sent) == before
+
+
+def test_the_timing_phase_stops_at_its_bound_once_three_have_answered(
+    upstream: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = upstream
+    monkeypatch.setattr(command, "TIMING_BOUND_S", 0.0)  # the bound reached at once: only the fit's three answers
+    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", "0%,50%,100%",
+            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(tmp_path / "r"),
+            "--strategies", "none", "--strategies", "reorder", "--strategies", "recite"]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    timing = [line for line in err.splitlines() if "timing the upstream: " in line]
+    assert [line.split(": ", 2)[2].split(",")[0] for line in timing[:3]] == [f"{n} of 5 requests" for n in (1, 2, 3)]
+    assert timing[3].startswith("contextlift eval: timing the upstream: stopped at its bound: 3 of 5 requests in ")
+    assert len(timing) == 4
+    # The three were `none`'s, at three sizes: the speed is fitted, the pipelines not timed are priced from tokens.
+    table = err[err.index("time: about") :].splitlines()
+    assert [line.split()[0] for line in table[2:5]] == ["none", "reorder", "recite"]
+    assert [line.endswith("(high)") for line in table[2:5]] == [False, True, True]
 
 
 def test_a_dry_run_reads_the_speed_from_the_cache_it_would_use_and_sends_nothing(
