@@ -21,7 +21,7 @@ from contextlift.eval.cases import Case
 from contextlift.strategies import Pipeline, build_registry, parse_selection
 
 CONFIRM_ABOVE = 1_000
-"""Requests past which a run against a remote upstream asks first: the quick profile (176 requests) and a narrowed
+"""Requests past which a run against a remote upstream asks first: the quick profile (177 requests) and a narrowed
 run pass; the full profile (57,150) does not."""
 CHARS_PER_TOKEN = 4.0
 """English text in the OpenAI tokenizers averages about four characters a token."""

@@ -19,9 +19,10 @@ PROFILE_NAMES = ("quick", "full")
 PROFILES: dict[str, dict[str, Grid]] = {
     profile: {name: task.profiles[profile] for name, task in TASKS.items()} for profile in PROFILE_NAMES
 }
-"""quick: about 15 minutes on 2 CPU cores with the embedded 135M model (docs/eval.md gives the run), every task and
-every strategy, small contexts; full: the papers' sizes, within an 8K-token context where a paper goes further (Du et
-al., FACT, SWiM)."""
+"""quick: within 15 minutes on 2 idle CPU cores with the embedded 135M model, every task and every strategy, small
+contexts. When `pick` joined, it would have passed them: litm-kv holds 8 pairs, swim a 400-token budget and length
+its evidence-first case alone (each task's grid says why; docs/eval.md gives the arithmetic). full: the papers'
+sizes, within an 8K-token context where a paper goes further (Du et al., FACT, SWiM)."""
 MEDOID = {"quick": "medoid; k=3", "full": "medoid; k=5"}
 EXTRA = {"quick": ("chain", "focus", "excerpt", "repeat", "pick"), "full": ()}
 """Pipelines a profile adds after medoid, in the quick profile so that every built-in strategy is tried there:

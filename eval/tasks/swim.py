@@ -200,7 +200,9 @@ def _at_depth(answer: Passage, distractors: Sequence[Passage], depth: int) -> li
 TASK = Task(
     INFO,
     {
-        "quick": Grid((50, 100), ("0", "100"), 1, options={"budget": "600"}),
+        # quick: a 400-token budget, for the quick profile's 15 minutes (plan.PROFILES): two documents at half of it
+        # and four at all of it, so the answer's depth still moves it and the sizes x depths heatmap is drawn.
+        "quick": Grid((50, 100), ("0", "100"), 1, options={"budget": "400"}),
         # Within an 8K-token context where the paper goes further.
         "full": Grid((25, 50, 75, 100), (), 50, options={"budget": "6000"}),
     },

@@ -30,9 +30,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "eval",
             "--profile",
             "quick",
-            # The quick profile's own pipelines minus four (filter then reorder, chain, focus, repeat): each runs on
-            # the local model in tests/e2e/test_strategies_on_local_model.py, and here they would add 56 requests
-            # (about five minutes on 2 cores) to a test of the report, not of the strategies.
+            # The quick profile's own pipelines minus six (filter then reorder, chain, focus, excerpt, repeat, pick):
+            # here they would add 78 requests to a test of the report, not of the strategies (which
+            # tests/e2e/test_strategies_on_local_model.py runs on the local model).
             *("--strategies", "none", "--strategies", "reorder", "--strategies", "query-aware"),
             *("--strategies", "recite", "--strategies", "fact", "--strategies", "medoid; k=3"),
             "--out",
