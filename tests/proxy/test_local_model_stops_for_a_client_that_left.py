@@ -100,7 +100,8 @@ async def _serve(body: dict[str, Any], leaves_after: float) -> threading.Event |
 
 async def test_a_client_that_hangs_up_on_an_answer_not_streamed_sets_the_event() -> None:
     left = await _serve({"model": "m", "messages": []}, leaves_after=0.05)
-    assert left is not None and left.is_set()
+    assert left is not None
+    assert left.is_set()
 
 
 async def test_a_streamed_answer_is_not_watched() -> None:
