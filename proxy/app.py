@@ -195,6 +195,10 @@ def create_app(
             default_ranker=settings.default_ranker,
             embedder=told,
             embedder_preloaded_for=state.embedder.preloaded_for,
+            # What bounds a client's wait: the silence allowed per call, the whole call, and the retries after it.
+            upstream_timeout_s=settings.upstream_timeout,
+            upstream_deadline_s=settings.upstream_deadline,
+            max_retries=settings.max_retries,
         )
         if state.shadow is not None:
             state.shadow.start()

@@ -11,6 +11,10 @@ the server: every prompt is evaluated from its first token (unless `--contextlif
 names no seed samples with `--contextlift-seed`. llama-cpp-python is pinned in the `local-model` extra, and
 tests/e2e/test_local_model_reproduces.py checks the effect on the real model.
 
+A third: the server computes a whole answer that is not streamed even when its client has left (a proxy's deadline
+passed, a user closed the tab), and the next request waits behind it. `stop_when_the_client_leaves` makes the model
+stop between two batches of the prompt, or two generated tokens, once the client has hung up.
+
 Run as `python -m contextlift.proxy.local_model_server [--contextlift-...] <llama_cpp.server arguments>`; with
 `--contextlift-identity PATH` it writes what the answers depend on (server version, build, model file, settings)
 there as JSON before the server starts, for the eval's cache key and reports.
@@ -19,12 +23,15 @@ there as JSON before the server starts, for the eval's cache key and reports.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextvars
 import functools
 import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -46,10 +53,109 @@ def main(argv: list[str] | None = None) -> None:
     from llama_cpp.server import __main__ as server
 
     make_reproducible(Llama, seed=ours.seed, reuse_prompt=ours.reuse_prompt)
+    stop_when_the_client_leaves(Llama)
+    launcher: Any = server  # its module, which imported `create_app` from llama_cpp.server.app
+    build = launcher.create_app
+
+    @functools.wraps(build)
+    def watched_app(*args: Any, **kwargs: Any) -> Any:
+        app = build(*args, **kwargs)
+        app.add_exception_handler(ClientLeft, _nothing_to_answer)
+        return WatchTheClient(app)
+
+    launcher.create_app = watched_app
     if ours.identity is not None:
         _write_identity(ours.identity, server_args, seed=ours.seed, reuse_prompt=ours.reuse_prompt)
     sys.argv = [sys.argv[0], *server_args]
     server.main()  # type: ignore[no-untyped-call]
+
+
+_LEFT: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("contextlift_client_left", default=None)
+"""Set for a request whose answer is not streamed: the event is set when its client hangs up. The model's work runs
+in a worker thread, which copies the request's context."""
+
+
+class ClientLeft(Exception):
+    """The request's client hung up: the model stopped computing its answer."""
+
+
+def stop_when_the_client_leaves(llama: type[Any]) -> None:
+    """Wrap `llama`'s evaluation so that it stops, raising `ClientLeft`, before its next batch of prompt tokens or
+    its next generated token once the request's client has left (`_LEFT`). A prompt is evaluated in the batches
+    `eval` itself cuts it into (`n_batch` tokens), so the sums, and the answers, are the same."""
+    evaluate = llama.eval
+
+    @functools.wraps(evaluate)
+    def in_batches(self: Any, tokens: Any) -> None:
+        left = _LEFT.get()
+        if left is None:
+            evaluate(self, tokens)
+            return
+        for start in range(0, len(tokens), self.n_batch):
+            if left.is_set():
+                raise ClientLeft
+            evaluate(self, tokens[start : start + self.n_batch])
+
+    llama.eval = in_batches
+
+
+class WatchTheClient:
+    """The server's app, with each POST whose answer is not streamed watched for its client hanging up (`_LEFT`).
+    A streamed answer is the server's own to stop: it checks for a disconnect at every chunk."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # gone before its body was whole
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        left = threading.Event()
+        watcher = None if _asks_to_stream(bytes(body)) else asyncio.ensure_future(_until_disconnected(receive, left))
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return dict(await receive())
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        token = _LEFT.set(left if watcher is not None else None)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            _LEFT.reset(token)
+            if watcher is not None:
+                watcher.cancel()
+
+
+async def _until_disconnected(receive: Any, left: threading.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    left.set()
+
+
+def _asks_to_stream(body: bytes) -> bool:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("stream") is True
+
+
+async def _nothing_to_answer(request: Any, error: ClientLeft) -> Any:
+    from starlette.responses import Response
+
+    return Response(status_code=499)  # nobody reads it: the client has gone
 
 
 def make_reproducible(llama: type[Any], *, seed: int, reuse_prompt: bool) -> None:

@@ -340,7 +340,7 @@ class Settings(BaseSettings):
         "prove their boundaries (X-Context-Format `none: unproven-boundaries` or `none: ambiguous-chunks`: chunks "
         "joined by blank lines, or marked-up chunks that may hold the join's own separator): one step that only "
         "adds beside the context, as a request would name it (`excerpt`, `focus`, `excerpt; max_tokens=150`; "
-        "strategy_caps bind it), moves nothing (`reorder -> excerpt: ambiguous-chunks; quoted=2; tokens=+60`); "
+        "strategy_caps bind it), moves nothing (`reorder -> excerpt: ambiguous-chunks; quoted_paragraph=2; tokens=+60`); "
         "`none` sends the body as it came (`reorder -> none: ambiguous-chunks`). The default quotes the lexical "
         "ranker's best paragraph before the question where the ranker is sure of it (margin >= 0.12), and adds "
         "nothing elsewhere (`skipped=margin`): on LangChain's default join of real chunks, 10 documents, the "

@@ -246,6 +246,16 @@ class ChatRequest:
         return messages[: slots[0]] + rendered + messages[slots[-1] + 1 :]
 
 
+def counted(request: ChatRequest, target: ChatRequest) -> str:
+    """What a step's `quoted=` or `focused=` counts in `target`: the request's documents (""), or the units of a
+    reading it may not move (`unmovable`), named: `_paragraph` where blank lines alone separate the context
+    (`none: ambiguous-chunks`), `_chunk` where a mark told marked-up chunks apart (`none: unproven-boundaries`).
+    A client reading `quoted=3` looks for its third document; `quoted_paragraph=3` is the third paragraph."""
+    if target is request:
+        return ""
+    return "_paragraph" if request.detection.startswith("none: ambiguous-chunks") else "_chunk"
+
+
 def text_of(message: Mapping[str, Any]) -> str:
     """The text of a message: its string content, or its text parts joined by line breaks."""
     content = message.get("content")

@@ -28,7 +28,7 @@ from contextlift.eval.verdicts.stats import Z95, PairedLift, holm, paired_lift, 
 BASELINE = "none"
 AGREEMENT = ("lexical", "minilm")
 """The two rankers whose agreement on the first unit is the second signal: one by words, one by meaning."""
-_NAMED = re.compile(r"\b(?:focused|quoted)=(\d+)")
+_NAMED = re.compile(r"\b(?:focused|quoted)(?:_paragraph|_chunk)?=(\d+)")
 """The unit a `focus` or `excerpt` step chose, first of those it names, as its header note says."""
 ALL = "all"
 """The variant name of rows pooled over a task's variants: the proxy cannot tell the regimes apart in a request."""

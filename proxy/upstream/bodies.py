@@ -83,10 +83,17 @@ class _Bounds:
 
     def timed_out(self) -> UpstreamTimeout:
         if self._deadline_nearer or time.monotonic() >= self._deadline:
-            return UpstreamTimeout("upstream answer did not complete within the upstream deadline")
+            return UpstreamTimeout(
+                "upstream answer did not complete within the upstream deadline (CONTEXTLIFT_UPSTREAM_DEADLINE)"
+            )
         if not self._by_piece:
-            return UpstreamTimeout(f"upstream stream stalled: no complete event for {self._stall_seconds:g} s")
-        return UpstreamTimeout(f"upstream answer stalled: nothing for {self._stall_seconds:g} s")
+            return UpstreamTimeout(
+                f"upstream stream stalled: no complete event for {self._stall_seconds:g} s "
+                "(CONTEXTLIFT_UPSTREAM_TIMEOUT)"
+            )
+        return UpstreamTimeout(
+            f"upstream answer stalled: nothing for {self._stall_seconds:g} s (CONTEXTLIFT_UPSTREAM_TIMEOUT)"
+        )
 
     def decoded(self, raw: bytes) -> Iterator[bytes]:
         """A raw piece, decoded, in steps of at most 64 KiB, counted (`UpstreamBodyTooLarge` past the bound): an

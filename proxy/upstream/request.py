@@ -106,7 +106,9 @@ class RequestUpstream:
                     waited=self.ledger.waited, lease=self._lease, deadline=deadline,
                 )  # fmt: skip
         except TimeoutError:
-            raise UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s") from None
+            raise UpstreamTimeout(
+                f"upstream did not answer within {self._client.timeout:g} s (CONTEXTLIFT_UPSTREAM_TIMEOUT)"
+            ) from None
         finally:
             self.ledger.finished()
             self._client.release()
@@ -153,7 +155,10 @@ class RequestUpstream:
             self.ledger.finished()
             self._client.release()
             if isinstance(error, TimeoutError):
-                message = f"upstream did not start its stream within {self._client.timeout:g} s"
+                message = (
+                    f"upstream did not start its stream within {self._client.timeout:g} s "
+                    "(CONTEXTLIFT_UPSTREAM_TIMEOUT)"
+                )
                 raise UpstreamTimeout(message) from None
             raise
         if response.status_code >= 300:
@@ -188,7 +193,9 @@ class RequestUpstream:
         except BaseException as error:
             call.finish()
             if isinstance(error, TimeoutError):
-                error = UpstreamTimeout(f"upstream did not answer within {self._client.timeout:g} s")
+                error = UpstreamTimeout(
+                    f"upstream did not answer within {self._client.timeout:g} s (CONTEXTLIFT_UPSTREAM_TIMEOUT)"
+                )
                 self.ledger.failed(error)
                 raise error from None
             if isinstance(error, UpstreamError):

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import anyio
 
 from contextlift.strategies.plugin import ChatRequest, Param, Params, StepContext, Tokenizer, Transform, rank
-from contextlift.strategies.request import asking_turn
+from contextlift.strategies.request import asking_turn, counted
 from contextlift.strategies.spans import END_CUE, MAX_NUMBER_DIGITS, NUMBERED_MARKER, DocumentFormat
 
 FRAMING = "Relevant excerpt (from document {number}):"
@@ -116,7 +116,7 @@ async def quote(
         context.note("skipped=empty")
         return request
     placed, quoted, added = excerpted
-    context.note("quoted=" + "+".join(str(i + 1) for i in quoted))
+    context.note(f"quoted{counted(request, target)}=" + "+".join(str(i + 1) for i in quoted))
     context.note(f"tokens=+{added}")
     if target is request:
         return placed

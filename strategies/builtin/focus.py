@@ -21,6 +21,7 @@ from typing import ClassVar
 import anyio
 
 from contextlift.strategies.plugin import ChatRequest, Document, Param, Params, StepContext, Transform, rank, text_fits
+from contextlift.strategies.request import counted
 from contextlift.strategies.spans import NUMBERED_MARKER, DocumentFormat
 
 QUOTED_WORDS = 12
@@ -53,7 +54,7 @@ class Focus(Transform):
         chosen = ranking.order()[: int(params["top"])]
         base = target.block.numbering_base
         labels = [_label(target.documents[i], target.block.format, None if base is None else base + i) for i in chosen]
-        context.note("focused=" + "+".join(str(i + 1) for i in chosen))
+        context.note(f"focused{counted(request, target)}=" + "+".join(str(i + 1) for i in chosen))
         focused = target.with_block_text(tail=f"\n\n{_sentence(labels)}{target.block.tail}")
         if target is request:
             return focused

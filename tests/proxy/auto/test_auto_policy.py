@@ -263,5 +263,5 @@ def test_the_built_in_policy_quotes_a_passage_where_nothing_may_move(make_client
     )
     sent = fake.bodies[-1]["messages"]
     assert all(m["content"] in s["content"] for m, s in zip(body["messages"], sent, strict=True))
-    quoted = "; quoted=" in response.headers["x-context-strategy"]
+    quoted = "; quoted" in response.headers["x-context-strategy"]
     assert sum(m["content"].count("Relevant excerpt") for m in sent) == int(quoted)

@@ -33,10 +33,16 @@ def inserted(original: str, sent: str) -> tuple[int, str]:
 
 
 def assert_one_block(
-    original: dict[str, Any], sent: dict[str, Any], message: int, response: Any, block: str = BLOCK
+    original: dict[str, Any],
+    sent: dict[str, Any],
+    message: int,
+    response: Any,
+    block: str = BLOCK,
+    quoted: str = "quoted",
 ) -> str:
-    """Only message `message` changed, by one insertion holding the block; the header reports the tokens added.
-    Returns the message's text as sent."""
+    """Only message `message` changed, by one insertion holding the block; the header reports the tokens added,
+    under `quoted` (`quoted_paragraph` where the units are paragraphs, not documents). Returns the message's text
+    as sent."""
     assert len(sent["messages"]) == len(original["messages"])
     for i, (before, after) in enumerate(zip(original["messages"], sent["messages"], strict=True)):
         if i != message:
@@ -47,7 +53,7 @@ def assert_one_block(
     assert added.strip() == block
     assert after["content"].count("Relevant excerpt") == 1
     tokens = TiktokenTokenizer().count(added)
-    assert response.headers["x-context-strategy"] == f"{STRATEGY}; quoted=3; tokens=+{tokens}"
+    assert response.headers["x-context-strategy"] == f"{STRATEGY}; {quoted}=3; tokens=+{tokens}"
     return str(after["content"])
 
 
@@ -76,7 +82,8 @@ def test_a_langchain_context_keeps_its_chunks_and_gets_the_best_one_quoted(
     # Chunks that blank lines alone separate are a guessed reading: its units' positions are no number the client
     # gave, so the framing names none.
     block = BLOCK if join != "\n\n" else BLOCK.replace("Relevant excerpt (from document 3):", "Relevant excerpt:")
-    content = assert_one_block(original, fake.bodies[-1], 0, response, block)
+    quoted = "quoted" if join != "\n\n" else "quoted_paragraph"
+    content = assert_one_block(original, fake.bodies[-1], 0, response, block, quoted)
     assert content == (
         f"Answer the question based only on the following context:\n{context}\n\n{block}\n\nQuestion: {QUESTION}\n"
     )

@@ -53,7 +53,7 @@ def test_a_move_on_a_guessed_reading_is_declined_and_says_why(
 
 
 @pytest.mark.parametrize(("chunks", "join", "reason"), CASES, ids=["blank-lines", "marked-up-dashes"])
-@pytest.mark.parametrize(("fallback", "note"), [("focus", "focused="), ("excerpt", "quoted="), (None, "quoted=")])
+@pytest.mark.parametrize(("fallback", "note"), [("focus", "focused_"), ("excerpt", "quoted_"), (None, "quoted_")])
 def test_the_operators_fallback_adds_beside_the_context_and_moves_nothing(
     make_client: Any, fake: FakeUpstream, chunks: list[str], join: str, reason: str, fallback: str | None, note: str
 ) -> None:
@@ -107,7 +107,7 @@ def test_the_fallback_runs_once_and_a_later_move_says_it_moved_nothing(make_clie
     original = prompt(MARKED_UP, "\n\n---\n\n")
     response = post(client, chat(original), "reorder; ranker=lexical, filter; ranker=lexical")
     steps = response.headers["x-context-strategy"].split(", ")
-    assert steps[0].startswith("reorder; ranker=lexical -> excerpt: unproven-boundaries; quoted=")
+    assert steps[0].startswith("reorder; ranker=lexical -> excerpt: unproven-boundaries; quoted_chunk=")
     assert steps[1] == "filter; ranker=lexical -> none: unproven-boundaries"
     assert sent(fake)["messages"][0]["content"].count("Relevant excerpt") == 1
 
@@ -154,5 +154,5 @@ def test_a_pipeline_that_asks_for_the_fallbacks_step_gets_it_once(client: Any, f
     response = post(client, chat(original), "reorder; ranker=lexical, excerpt; ranker=lexical")
     steps = response.headers["x-context-strategy"].split(", ")
     assert steps[0] == "reorder; ranker=lexical -> none: ambiguous-chunks"
-    assert steps[1].startswith("excerpt; ranker=lexical; quoted=")
+    assert steps[1].startswith("excerpt; ranker=lexical; quoted_paragraph=")
     assert sent(fake)["messages"][0]["content"].count("Relevant excerpt") == 1

@@ -41,6 +41,8 @@ def test_upstream_silent_past_deadline_is_504(make_client: Any, fake: FakeUpstre
     assert time.monotonic() - started < 2
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "upstream_timeout"
+    # The client is told which bound it met, and the setting that moves it.
+    assert "0.2 s (CONTEXTLIFT_UPSTREAM_TIMEOUT)" in response.json()["error"]["message"]
     assert closed == [True]
     assert len(fake.requests) == 1  # a timeout is not retried: the deadline is spent
 
