@@ -37,7 +37,6 @@ from contextlift.strategies import (
     AppliedStep,
     ChatRequest,
     Completion,
-    Document,
     DocumentLimitError,
     DocumentOrder,
     Pipeline,
@@ -131,8 +130,9 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.shadow.served_margin = next((s.ranking.margin() for s in result.steps if s.ranking is not None), None)
     if chat.documents:
         record.order = _order_sent(pipeline, chat, result)
-        if _debug_asks(request.headers, "scores"):
-            record.scores = _scores(result.steps, chat.documents)
+    if _debug_asks(request.headers, "scores"):
+        # Asked for, whatever was found: a step ranks the units of a context it may not move (`excerpt`) too.
+        record.scores = _scores(result.steps, chat)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -250,9 +250,10 @@ def _debug_asks(headers: Any, what: str) -> bool:
     return what in {word.strip().lower() for word in value[:256].split(",")}
 
 
-def _scores(steps: Sequence[AppliedStep], documents: Sequence[Document]) -> str:
+def _scores(steps: Sequence[AppliedStep], found: ChatRequest) -> str:
     """`X-Context-Scores`: the rankings (`strategies.render_rankings`), `none` where no step ranked, bounded."""
-    rendered = render_rankings(steps, documents) or "none"
+    unmovable = found.unmovable.documents if found.unmovable is not None else ()
+    rendered = render_rankings(steps, found.documents, unmovable=unmovable) or "none"
     return rendered if len(rendered) <= MAX_SCORES_HEADER else rendered[: MAX_SCORES_HEADER - 3] + "..."
 
 
