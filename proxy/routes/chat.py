@@ -99,6 +99,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if state.shadow is not None and state.shadow.sampled():
         shape = None if isinstance(selection, Auto) else pipeline.shape
         record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
+        if record.shadow is None:
+            state.shadow.not_kept()
     if pipeline.waits_for_embedder(state.services.ranker_set()):
         await state.embedder.wait()  # loads it if this is the first request that needs it
     upstream = exchange.upstream(
@@ -212,7 +214,7 @@ def _shadow_case(
     pipeline: Pipeline,
     state: ProxyState,
 ) -> ShadowCase | None:
-    """What shadow evaluation keeps of a sampled request, or None when it does not sample it: a body past
+    """What shadow evaluation keeps of a sampled request, or None when it keeps nothing of it: a body past
     `shadow_max_body_bytes` (the queue holds bodies outside the memory budget), or one asking for several
     choices. Nothing here reads the prompt: the shadow worker parses the body's bytes again and finds its
     documents, after the response (a queued case costs its body's size, not its parsed objects')."""
