@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -26,7 +27,7 @@ import structlog
 from pydantic import ValidationError
 from pydantic_settings import SettingsError as SourceError
 
-from contextlift.proxy.edge.server import build_server
+from contextlift.proxy.edge.server import PortUnavailable, bind_sockets, build_server, listen
 from contextlift.proxy.embedded_models import DEFAULT as DEFAULT_MODEL
 from contextlift.proxy.embedded_models import MODELS, LocalModelError
 from contextlift.proxy.local_model import local_model_for, upstream_for
@@ -190,12 +191,21 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.local_model and settings.local_model_path:
         log.error("cannot start", error="--model and local_model_path both name the embedded model: keep one")
         return 2
-    with upstream_for(settings) as upstream:
-        settings = settings.model_copy(update={"upstream_url": upstream.url})
-        app = create_app(settings)
-        server = build_server(app, settings, on_drain=app.state["proxy"].begin_shutdown)
-        log.info("listening", url=f"http://{settings.host}:{settings.port}/v1")
-        server.run()
+    try:
+        # Bound before the embedded model starts (minutes): a port that is taken stops the start now, not then.
+        sockets = bind_sockets(settings.host, settings.port)
+        with contextlib.ExitStack() as held:
+            for sock in sockets:
+                held.enter_context(sock)
+            with upstream_for(settings) as upstream:
+                settings = settings.model_copy(update={"upstream_url": upstream.url})
+                app = create_app(settings)
+                server = build_server(app, settings, on_drain=app.state["proxy"].begin_shutdown)
+                listen(sockets, server.config.backlog)
+                server.run(sockets=sockets)  # logs `listening` once they take connections
+    except PortUnavailable as error:
+        log.error("cannot start", error=str(error))
+        return 1
     _exit_now(0)
 
 

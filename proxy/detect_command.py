@@ -137,25 +137,26 @@ async def _preview(
     sent = await apply_transforms(pipeline, request, context)
     order = document_order(request.documents, sent.sent_documents) if request.documents else None
     executor = pipeline.executor
+    units = request.unmovable.documents if request.unmovable is not None else ()
     return {
         "format": request.detection,
         "documents_found": len(request.documents),
+        "units_unmovable": len(units),
         "strategy": render_applied(context.applied),
         "order": None if order is None else ("kept" if order.kept else list(order.sent)),
         "dropped": [] if order is None else list(order.dropped),
         "executor": executor.label if executor is not None and executor.strategy.runs_on(sent) else None,
-        "rankings": rankings_of(context.applied, request.documents),
+        "rankings": rankings_of(context.applied, request.documents, unmovable=units),
         "body": sent.render() if steps else body,
     }
 
 
 def _render_preview(preview: Mapping[str, Any]) -> str:
-    order = preview["order"]
     lines = [
         f"format: {preview['format']}",
         f"documents: {preview['documents_found']}",
         f"strategy: {preview['strategy']}",
-        f"order: {order if isinstance(order, str) or order is None else ','.join(map(str, order))}",
+        f"order: {_order_line(preview)}",
     ]
     if preview["dropped"]:
         lines.append(f"dropped: {','.join(map(str, preview['dropped']))}")
@@ -166,8 +167,36 @@ def _render_preview(preview: Mapping[str, Any]) -> str:
         margin = "" if ranking["margin"] is None else f", margin {ranking['margin']:.3f}"
         lines.append(f"ranking of {ranking['step']!r} by {ranking['ranker']}{margin}, {how}:")
         for scored in ranking["documents"]:
-            number = scored["document"] if scored["document"] is not None else "(written by a step)"
-            lines.append(f"  rank {scored['rank']}: document {number}, score {scored['score']:.4g}")
+            lines.append(f"  rank {scored['rank']}: {_scored_unit(scored)}, score {scored['score']:.4g}")
     lines.append("body sent upstream:")
     lines.append(json.dumps(preview["body"], ensure_ascii=False, indent=2))
     return "\n".join(lines) + "\n"
+
+
+def _order_line(preview: Mapping[str, Any]) -> str:
+    """Where the documents went: their numbers in the order sent, `kept`, or why no order can be told."""
+    order = preview["order"]
+    if isinstance(order, str):
+        return order
+    if order is not None:
+        return ",".join(map(str, order))
+    if preview["documents_found"]:
+        return "not told: a step sent text of its own in the documents' place (evidence, facts)"
+    if preview["units_unmovable"]:
+        units = preview["units_unmovable"]
+        return f"none moved: the context's {units} units are a guess at its documents, read but never moved"
+    return "none moved: no documents were found"
+
+
+def _scored_unit(scored: Mapping[str, Any]) -> str:
+    """What a ranking scored, as the client knows it."""
+    if scored["document"] is not None:
+        return f"document {scored['document']}"
+    if scored["unit"] is not None:
+        return f"unit {scored['unit']} of the context"
+    return f"text an earlier step wrote (the {_ordinal(scored['place'])} it ranked)"
+
+
+def _ordinal(number: int) -> str:
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"

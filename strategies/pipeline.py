@@ -140,11 +140,15 @@ MAX_SCORED = 32
 kilobyte per step whatever the request carries."""
 
 
-def rankings_of(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list[dict[str, Any]]:
-    """Each ranked step's ranking: the step, the ranker, its margin (or why it fell back), and every document it
-    scored, best first, with its rank, its score, its place among those ranked and the client's number for it (None
-    for a document a step wrote)."""
+def rankings_of(
+    steps: Sequence[AppliedStep], found: Sequence[Document], *, unmovable: Sequence[Document] = ()
+) -> list[dict[str, Any]]:
+    """Each ranked step's ranking: the step, the ranker, its margin (or why it fell back), and every unit it scored,
+    best first, with its rank, its score, its place among those ranked, the client's number for it (`document`;
+    None for a unit the client did not number) and, for a unit of a context read but not moved (`unmovable`, the
+    request's `unmovable.documents`: `excerpt` and `focus` rank them), its place in that context (`unit`)."""
     number_of = {id(document): number for number, document in enumerate(found, start=1)}
+    unit_of = {id(unit): number for number, unit in enumerate(unmovable, start=1)}
     return [
         {
             "step": step.label,
@@ -156,6 +160,7 @@ def rankings_of(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list
                 {
                     "rank": rank,
                     "document": number_of.get(id(step.ranked[i])),
+                    "unit": unit_of.get(id(step.ranked[i])),
                     "place": i + 1,
                     "score": ranking.scores[i],
                 }
@@ -167,13 +172,15 @@ def rankings_of(steps: Sequence[AppliedStep], found: Sequence[Document]) -> list
     ]
 
 
-def render_rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> str | None:
+def render_rankings(
+    steps: Sequence[AppliedStep], found: Sequence[Document], *, unmovable: Sequence[Document] = ()
+) -> str | None:
     """`rankings_of` as `X-Context-Scores` says it: `reorder; ranker=lexical; margin=0.412: 3=2.731, 1=1.204, 2=0`,
-    the client's document numbers (1 for its first; `#k` for a document a step wrote, the k-th it ranked) with
-    their scores, steps joined by ` | `; a ranker that fell back says so (`fallback=no-embedder`). None when no step
-    ranked."""
+    the client's document numbers (1 for its first) with their scores, steps joined by ` | `; `unit2` for the second
+    unit of a context read but not moved (`none: ambiguous-chunks`), `#k` for a document a step wrote, the k-th it
+    ranked; a ranker that fell back says so (`fallback=no-embedder`). None when no step ranked."""
     rendered = []
-    for ranking in rankings_of(steps, found):
+    for ranking in rankings_of(steps, found, unmovable=unmovable):
         head = f"{ranking['name']}; ranker={ranking['ranker']}"
         if ranking["fallback"] is not None:
             rendered.append(f"{head}; fallback={ranking['fallback']}")
@@ -181,11 +188,17 @@ def render_rankings(steps: Sequence[AppliedStep], found: Sequence[Document]) -> 
         if ranking["margin"] is not None:
             head += f"; margin={ranking['margin']:.3f}"
         scored = ranking["documents"]
-        entries = [f"{d['document'] or '#' + str(d['place'])}={d['score']:.4g}" for d in scored[:MAX_SCORED]]
+        entries = [f"{_scored_name(d)}={d['score']:.4g}" for d in scored[:MAX_SCORED]]
         if len(scored) > MAX_SCORED:
             entries.append(f"...+{len(scored) - MAX_SCORED}")
         rendered.append(f"{head}: {', '.join(entries)}")
     return " | ".join(rendered) or None
+
+
+def _scored_name(scored: Mapping[str, Any]) -> str:
+    if scored["document"] is not None:
+        return str(scored["document"])
+    return f"unit{scored['unit']}" if scored["unit"] is not None else f"#{scored['place']}"
 
 
 async def run_pipeline(

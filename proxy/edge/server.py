@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import time
@@ -21,7 +22,7 @@ from contextlift.proxy.edge.connection import ConnectionLink, GuardedConfig, Htt
 from contextlift.proxy.errors import ShuttingDown
 from contextlift.proxy.settings import Settings
 
-__all__ = ["HttpLimits", "ProxyServer", "build_server"]
+__all__ = ["HttpLimits", "PortUnavailable", "ProxyServer", "bind_sockets", "build_server", "listen"]
 
 log = structlog.get_logger("contextlift")
 
@@ -59,6 +60,70 @@ def build_server(app: ASGIApp, settings: Settings, *, on_drain: Callable[[float]
     )
     _throttle_connection_warnings()
     return ProxyServer(config, cutoff, grace=settings.shutdown_grace, on_drain=on_drain)
+
+
+class PortUnavailable(Exception):
+    """The proxy's address cannot be had: the port is taken, or the host is none of this machine's."""
+
+
+def bind_sockets(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to `port` on every address `host` names, as uvicorn's own start binds them, but not listening
+    yet: `serve` holds its port from its first second, before the embedded model starts (which takes minutes), and
+    connections are refused, not queued, until `listen`.
+
+    Raises:
+        PortUnavailable: an address is taken (another process listens there) or not this machine's.
+    """
+    try:
+        # As asyncio's `create_server` reads a host: "" is every interface, a name every address it resolves to.
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        raise PortUnavailable(f"cannot listen on {_address(host, port)}: {error.strerror or error}") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            # A restart binds while the last run's connections linger in TIME_WAIT; a listening socket still holds
+            # the port against this one.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as error:
+                raise PortUnavailable(_unavailable(host, port, error)) from None
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def listen(sockets: list[socket.socket], backlog: int) -> None:
+    """Start listening on sockets from `bind_sockets` (the server would, at its start): where another process began
+    listening on the port since it was bound (two starts at once), this says so rather than uvicorn's traceback.
+
+    Raises:
+        PortUnavailable: the port was taken meanwhile.
+    """
+    for sock in sockets:
+        try:
+            sock.listen(backlog)
+        except OSError as error:
+            host, port = sock.getsockname()[:2]
+            raise PortUnavailable(_unavailable(host, port, error)) from None
+
+
+def _unavailable(host: str, port: int, error: OSError) -> str:
+    why = f"cannot listen on {_address(host, port)}: {error.strerror or error}"
+    if error.errno == errno.EADDRINUSE:
+        why += " (another process listens there: stop it, or serve on another port with --port)"
+    return why
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _throttle_connection_warnings() -> None:
@@ -120,6 +185,14 @@ class ProxyServer(uvicorn.Server):
         with super().capture_signals():
             yield
             self._captured_signals.clear()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # said once clients can connect: the app has started and the sockets listen
+            for server in self.servers:
+                for sock in server.sockets:
+                    host, port = sock.getsockname()[:2]
+                    log.info("listening", url=f"http://{_address(host, port)}/v1")
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._begin_drain()

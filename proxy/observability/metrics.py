@@ -75,8 +75,9 @@ class ProxyMetrics:
         self.in_flight = Gauge("contextlift_requests_in_flight", "Requests being handled.", registry=self.registry)
         self.shadow_samples = Counter(
             "contextlift_shadow_samples", "Requests sampled for shadow evaluation, by what became of them "
-            "(evaluated, dropped-queue, dropped-budget, not-served, failed, sink-failed: its record could not be "
-            "written, skipped-no-key: no operator key and shadow_use_client_key off).", ["outcome"],
+            "(evaluated, dropped-queue, dropped-budget, not-served, no-documents, failed, sink-failed: its record "
+            "could not be written, skipped-no-key: no operator key and shadow_use_client_key off, not-kept: a body "
+            "over shadow_max_body_bytes or several choices, abandoned: unfinished at shutdown).", ["outcome"],
             registry=self.registry,
         )  # fmt: skip
         self.policy_rules = Counter(

@@ -37,7 +37,6 @@ from contextlift.strategies import (
     AppliedStep,
     ChatRequest,
     Completion,
-    Document,
     DocumentLimitError,
     DocumentOrder,
     Pipeline,
@@ -100,6 +99,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if state.shadow is not None and state.shadow.sampled():
         shape = None if isinstance(selection, Auto) else pipeline.shape
         record.shadow = _shadow_case(request, raw, body, shape, pipeline, state)
+        if record.shadow is None:
+            state.shadow.not_kept()
     if pipeline.waits_for_embedder(state.services.ranker_set()):
         await state.embedder.wait()  # loads it if this is the first request that needs it
     upstream = exchange.upstream(
@@ -131,8 +132,9 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.shadow.served_margin = next((s.ranking.margin() for s in result.steps if s.ranking is not None), None)
     if chat.documents:
         record.order = _order_sent(pipeline, chat, result)
-        if _debug_asks(request.headers, "scores"):
-            record.scores = _scores(result.steps, chat.documents)
+    if _debug_asks(request.headers, "scores"):
+        # Asked for, whatever was found: a step ranks the units of a context it may not move (`excerpt`) too.
+        record.scores = _scores(result.steps, chat)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -212,7 +214,7 @@ def _shadow_case(
     pipeline: Pipeline,
     state: ProxyState,
 ) -> ShadowCase | None:
-    """What shadow evaluation keeps of a sampled request, or None when it does not sample it: a body past
+    """What shadow evaluation keeps of a sampled request, or None when it keeps nothing of it: a body past
     `shadow_max_body_bytes` (the queue holds bodies outside the memory budget), or one asking for several
     choices. Nothing here reads the prompt: the shadow worker parses the body's bytes again and finds its
     documents, after the response (a queued case costs its body's size, not its parsed objects')."""
@@ -250,9 +252,10 @@ def _debug_asks(headers: Any, what: str) -> bool:
     return what in {word.strip().lower() for word in value[:256].split(",")}
 
 
-def _scores(steps: Sequence[AppliedStep], documents: Sequence[Document]) -> str:
+def _scores(steps: Sequence[AppliedStep], found: ChatRequest) -> str:
     """`X-Context-Scores`: the rankings (`strategies.render_rankings`), `none` where no step ranked, bounded."""
-    rendered = render_rankings(steps, documents) or "none"
+    unmovable = found.unmovable.documents if found.unmovable is not None else ()
+    rendered = render_rankings(steps, found.documents, unmovable=unmovable) or "none"
     return rendered if len(rendered) <= MAX_SCORES_HEADER else rendered[: MAX_SCORES_HEADER - 3] + "..."
 
 

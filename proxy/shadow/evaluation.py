@@ -7,7 +7,8 @@ also asks positional probes built from the request's own documents (proxy.shadow
 for `none`, the served pipeline and each candidate.
 
 The client never waits for any of it: `submit` only queues (a full queue drops and counts), the work has its own
-connection pool and budget, and it is cancelled at shutdown.
+connection pool and budget, and it is cancelled at shutdown: what it had not finished then is counted `abandoned`
+in the last tally, so no sample stays pending.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Shadow:
         self._probes = probes
         self._probe_min_documents = probe_min_documents
         self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
         self.records = 0
         """Records written (or counted, without a sink) so far."""
         self.tally = ShadowTally(TallyLimits(budget.calls_per_minute, budget.tokens_per_minute, queue_size))
@@ -115,8 +117,15 @@ class Shadow:
             return False
         return True
 
+    def not_kept(self) -> None:
+        """Count a drawn sample that the route kept nothing of (a body over `shadow_max_body_bytes`, several
+        choices asked for): it will never be submitted."""
+        self._count("not-kept")
+
     def submit(self, case: ShadowCase, status: int | None, calls: int, tokens: int, seconds: float) -> None:
         """Queue a served request for evaluation; never blocks, never raises."""
+        if self._closed:  # its response ended after shutdown began: counted `abandoned` then
+            return
         if status != 200 or case.unusable or not case.answer.strip():
             # No answer to compare: an error, an answer this could not read, or one without text (tool calls).
             self._count("not-served")
@@ -133,21 +142,29 @@ class Shadow:
         self._tasks.append(asyncio.create_task(self._tell(), name="shadow-tally"))
 
     async def aclose(self) -> None:
-        """Cancel the work in progress and drop what is queued (shutdown must not wait for the upstream); the
-        last tally is written and logged."""
+        """Cancel the work in progress and drop what is queued (shutdown must not wait for the upstream); every
+        sample not evaluated by then (queued, cut off mid-evaluation, its response still going out) is counted
+        `abandoned`, and the last tally is written and logged."""
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self._metrics.shadow_pending.dec()
+        if self.tally.pending > 0:
+            self._count("abandoned", self.tally.pending)
         await self._upstream.aclose()
         await self.write_tally()
         self.tally.log_if_due(now=True)
         if self._sink is not None:
             self._sink.close()
 
-    def _count(self, outcome: str) -> None:
-        self._metrics.shadow_samples.labels(outcome).inc()
-        self.tally.count(outcome)
+    def _count(self, outcome: str, samples: int = 1) -> None:
+        self._metrics.shadow_samples.labels(outcome).inc(samples)
+        self.tally.count(outcome, samples)
 
     async def write_tally(self) -> None:
         """Write the tally to the sink now, if it changed (the reporter does every WRITE_SECONDS)."""

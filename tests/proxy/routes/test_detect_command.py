@@ -1,5 +1,7 @@
 """`contextlift detect` prints what the proxy finds in a request body: for a body LlamaIndex built, the format,
-the question and each document with its span; from a file or standard input; bad input exits 2 with a reason."""
+the question and each document with its span; from a file or standard input; bad input exits 2 with a reason. With
+`--strategy`, the body sent upstream, where the documents went (or why none moved) and what each ranked step ranked,
+named as the client knows it: a document by its number, a unit of a context that cannot move as a unit."""
 
 from __future__ import annotations
 
@@ -180,3 +182,33 @@ def test_each_ranked_step_prints_every_documents_rank_and_score(
     assert ranking["fallback"] is None
     assert ranking["documents"][0]["document"] == 2
     assert [d["rank"] for d in ranking["documents"]] == [1, 2, 3]
+
+
+def test_a_preview_of_a_context_that_cannot_move_says_so_and_names_the_units_it_ranked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(langchain_body("\n\n")))
+    assert main(["detect", str(path), "--strategy", "excerpt; ranker=lexical"]) == 0
+    lines = capsys.readouterr().out.split("body sent upstream:\n", 1)[0].splitlines()
+    assert lines[0] == "format: none: ambiguous-chunks"
+    assert lines[3] == "order: none moved: the context's 5 units are a guess at its documents, read but never moved"
+    ranked = [line for line in lines if line.startswith("  rank ")]
+    assert len(ranked) == 5
+    assert ranked[0].startswith("  rank 1: unit 4 of the context, score "), "'The Alps span eight countries.'"
+    assert "None" not in "\n".join(lines)
+
+
+def test_a_preview_without_documents_says_none_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(
+        json.dumps({"model": "m", "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+    )
+    assert main(["detect", str(path), "--strategy", "reorder"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == [
+        "format: none: no-context-region",
+        "documents: 0",
+        "strategy: none",
+        "order: none moved: no documents were found",
+    ]

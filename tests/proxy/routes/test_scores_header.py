@@ -58,3 +58,20 @@ def test_many_documents_are_listed_up_to_the_bound(client: Any, fake: FakeUpstre
     assert len(entries) == 33
     assert len(scores) < 4096
     assert json.loads(fake.requests[-1].content)["messages"]
+
+
+def test_excerpt_on_a_context_it_may_not_move_shows_its_ranking_of_the_contexts_units(
+    client: Any, fake: FakeUpstream
+) -> None:
+    # LangChain's default join: blank lines alone, so the units are read (for excerpt) but never moved.
+    sent = chat(
+        "Answer the question based only on the following context:\n" + "\n\n".join(ALPS) + f"\n\nQuestion: {QUESTION}"
+    )
+    response = post(client, sent, "excerpt; ranker=lexical")
+    assert response.headers["x-context-format"] == "none: ambiguous-chunks"
+    assert "; quoted=" in response.headers["x-context-strategy"]
+    head, entries = response.headers["x-context-scores"].split(": ", 1)
+    assert head.startswith("excerpt; ranker=lexical; margin=")
+    names = [entry.split("=")[0] for entry in entries.split(", ")]
+    assert names[0] == "unit2", "Mont Blanc's paragraph ranks first"
+    assert sorted(names) == ["unit1", "unit2", "unit3"]

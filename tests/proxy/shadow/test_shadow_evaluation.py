@@ -229,7 +229,7 @@ def test_an_answer_the_shadow_cannot_read_is_still_relayed_as_it_came(make_clien
     ],
     ids=["several-choices", "body-over-the-bound"],
 )
-def test_requests_the_shadow_cannot_compare_or_hold_are_not_sampled(
+def test_requests_the_shadow_cannot_compare_or_hold_are_not_evaluated_and_counted_not_kept(
     make_client: Any, fake: FakeUpstream, body: dict[str, Any], settings: dict[str, Any]
 ) -> None:
     on = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"], **settings)
@@ -237,6 +237,8 @@ def test_requests_the_shadow_cannot_compare_or_hold_are_not_sampled(
     settle(on)
     assert shadow_of(on).records == 0
     assert len(fake.requests) == 1
+    assert metric(on, "contextlift_shadow_samples_total", outcome="not-kept") == 1
+    assert shadow_of(on).tally.pending == 0
 
 
 def test_a_control_that_does_not_reproduce_the_served_answer_makes_sensitivity_unknown(
