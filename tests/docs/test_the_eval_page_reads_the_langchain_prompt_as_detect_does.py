@@ -1,7 +1,7 @@
-"""docs/eval-options.md's run in LangChain's stuff shape says how the proxy reads that prompt now, as `contextlift detect`
-prints it for the eval's own rendering of `create_stuff_documents_chain` (documents joined by a blank line): the run
-read each paragraph as a document, which the proxy no longer does unasked, and the page names the parameter that
-asks for that reading again."""
+"""docs/eval-options.md's run in LangChain's stuff shape says how the proxy reads that prompt now, as
+`contextlift detect` prints it for the eval's own rendering of `create_stuff_documents_chain` (documents joined by a
+blank line): the run read each paragraph as a document, which the proxy no longer does unasked, and the page names
+the parameter that asks for that reading again."""
 
 from __future__ import annotations
 

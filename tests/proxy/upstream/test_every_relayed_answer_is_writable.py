@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -25,6 +26,13 @@ from tests.serving import chat, raw_upstream, serve_in_thread
 
 KEY = "sk-operator-0123456789"
 BODY = b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": []}'
+
+
+@pytest.fixture(autouse=True)
+def _request_lines_logged() -> None:
+    """The request's summary line is at info: logged here whatever level an earlier test left the logging at (the
+    conftest puts the configuration back after each test)."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
 
 
 def answer_with(*header_lines: bytes, status: bytes = b"200 OK", body: bytes = BODY) -> Any:
