@@ -94,7 +94,7 @@ def test_where_nothing_may_move_the_picked_paragraph_is_quoted_before_the_questi
     original = chat(f"Answer the question based only on the following context:\n{context}\n\nQuestion: {QUESTION}\n")
     fake.queue(picked("3"))
     response = post(client, copy.deepcopy(original))
-    assert response.headers["x-context-strategy"].startswith("pick; picked=3; quoted=3; tokens=+")
+    assert response.headers["x-context-strategy"].startswith("pick; picked=3; quoted_paragraph=3; tokens=+")
     sent = fake.bodies[1]["messages"][0]["content"]
     block = sent.index("Relevant excerpt")
     assert sent.index("Gamma rays come from stars.") < block < sent.index(f"Question: {QUESTION}")

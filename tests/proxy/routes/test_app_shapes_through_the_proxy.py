@@ -49,7 +49,8 @@ def test_each_app_shape_is_moved_whole_or_sent_as_it_came(client: Any, fake: Fak
         if "skipped=margin" in strategy:
             assert upstream == body
         else:
-            assert "; quoted=" in strategy
+            # What it quoted is a paragraph or a chunk of the guessed reading, never a document number.
+            assert "; quoted_paragraph=" in strategy or "; quoted_chunk=" in strategy
             assert_only_a_block_added(body, upstream)
         return
     assert response.headers["x-context-strategy"] == MOVE

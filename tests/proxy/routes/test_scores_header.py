@@ -69,7 +69,7 @@ def test_excerpt_on_a_context_it_may_not_move_shows_its_ranking_of_the_contexts_
     )
     response = post(client, sent, "excerpt; ranker=lexical")
     assert response.headers["x-context-format"] == "none: ambiguous-chunks"
-    assert "; quoted=" in response.headers["x-context-strategy"]
+    assert "; quoted_paragraph=" in response.headers["x-context-strategy"]
     head, entries = response.headers["x-context-scores"].split(": ", 1)
     assert head.startswith("excerpt; ranker=lexical; margin=")
     names = [entry.split("=")[0] for entry in entries.split(", ")]
