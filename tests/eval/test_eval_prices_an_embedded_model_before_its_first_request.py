@@ -21,7 +21,7 @@ from contextlift.eval.timing import Speed, estimate_time
 from contextlift.proxy import Settings
 from contextlift.proxy.cli import main
 from contextlift.proxy.embedded_models import MODELS
-from tests.eval.test_eval_says_its_time import scripted_upstream
+from tests.eval.test_eval_says_its_time import scripted_upstream, small_run
 from tests.serving import fake_upstream_url
 
 PERFORMANCE = Path(__file__).parents[2] / "docs" / "performance.md"
@@ -89,9 +89,7 @@ def test_a_run_at_a_known_speed_says_its_time_before_its_first_request_and_times
 ) -> None:
     url, sent = upstream
     monkeypatch.setattr(local_proxy, "embedded_speed", lambda _: Speed.known(1000.0, 100.0, "measured here"))
-    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", "0%,100%",
-            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(tmp_path / "r"),
-            "--strategies", "none", "--strategies", "recite"]  # fmt: skip
+    argv = small_run(url, tmp_path / "r", "0%,100%", "none", "recite")
     capsys.readouterr()
     assert main(argv) == 0
     err = capsys.readouterr().err

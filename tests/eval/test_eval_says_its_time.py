@@ -146,6 +146,13 @@ def scripted_upstream(sent: list[str]) -> Any:
     return app
 
 
+def small_run(url: str, out: Path, positions: str, *strategies: str) -> list[str]:
+    """The command line of a small litm-qa run against `url` (10 documents, 2 samples, nothing re-asked or retried)."""
+    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", positions,
+            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(out)]  # fmt: skip
+    return argv + [flag for strategy in strategies for flag in ("--strategies", strategy)]
+
+
 @pytest.fixture
 def upstream() -> Iterator[tuple[str, list[str]]]:
     sent: list[str] = []
@@ -157,9 +164,7 @@ def test_a_run_times_the_upstream_on_its_own_requests_first_and_sends_none_twice
     upstream: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, sent = upstream
-    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", "0%,50%,100%",
-            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(tmp_path / "r"),
-            "--strategies", "none", "--strategies", "reorder", "--strategies", "recite"]  # fmt: skip
+    argv = small_run(url, tmp_path / "r", "0%,50%,100%", "none", "reorder", "recite")
     capsys.readouterr()
     assert main(argv) == 0
     err = capsys.readouterr().err
@@ -185,9 +190,7 @@ def test_the_timing_phase_stops_at_its_bound_once_three_have_answered(
 ) -> None:
     url, _ = upstream
     monkeypatch.setattr(command, "TIMING_BOUND_S", 0.0)  # the bound reached at once: only the fit's three answers
-    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", "0%,50%,100%",
-            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(tmp_path / "r"),
-            "--strategies", "none", "--strategies", "reorder", "--strategies", "recite"]  # fmt: skip
+    argv = small_run(url, tmp_path / "r", "0%,50%,100%", "none", "reorder", "recite")
     capsys.readouterr()
     assert main(argv) == 0
     err = capsys.readouterr().err

@@ -18,6 +18,7 @@ from contextlift.eval import local_proxy
 from contextlift.eval.progress import Progress
 from contextlift.eval.timing import Speed
 from contextlift.proxy.cli import main
+from tests.eval.test_eval_says_its_time import small_run
 from tests.serving import fake_upstream_url, request_body
 
 
@@ -160,9 +161,7 @@ def test_a_run_writes_its_progress_from_its_first_answer(
     url, sent = upstream
     # A speed known beforehand, as an embedded model's: no request is sent to time the upstream before the run's own.
     monkeypatch.setattr(local_proxy, "embedded_speed", lambda _: Speed.known(1000.0, 100.0, "known here"))
-    argv = ["eval", "--upstream", url, "--tasks", "litm-qa", "--sizes", "litm-qa=10", "--positions", "0%,100%",
-            "--samples", "2", "--reasked", "0", "--retries", "0", "--out", str(tmp_path / "r"),
-            "--strategies", "none", "--strategies", "reorder"]  # fmt: skip
+    argv = small_run(url, tmp_path / "r", "0%,100%", "none", "reorder")
     capsys.readouterr()
     assert main(argv) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if re.match(r"contextlift eval: \d+ of ", line)]

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.fakes import FakeUpstream, chunk, completion
 from tests.proxy.edge.test_http_layer import TIMEOUT, chat_request, serve, served_within
@@ -50,21 +51,18 @@ def test_a_client_that_stops_reading_a_stream_is_dropped_and_its_upstream_call_c
         assert closed.wait(15), "the upstream stream was still open: the request outlived a client that never reads"
 
 
-def test_a_connection_whose_whole_answer_sits_unread_is_dropped_after_the_client_write_timeout(
-    serve: Any, fake: FakeUpstream
+@pytest.mark.parametrize(
+    ("client_write_timeout", "within"),
+    [(0.5, 3.0), (5.0, TIMEOUT + 1.5)],
+    ids=["after-the-client-write-timeout", "when-its-keep-alive-ends"],
+)
+def test_a_connection_whose_whole_answer_sits_unread_is_dropped(
+    serve: Any, fake: FakeUpstream, client_write_timeout: float, within: float
 ) -> None:
     # A close would wait for the client to read the answer, and the connection would hold its place for good
-    # (max_connections=1: every other client 503).
+    # (max_connections=1: every other client 503). The whole answer written, the sooner of the client write timeout
+    # and the keep-alive time lets it go.
     fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
-    port = serve(max_connections=1, header_read_timeout=5, client_write_timeout=0.5)
+    port = serve(max_connections=1, header_read_timeout=5, client_write_timeout=client_write_timeout)
     with unread_chat(port, chat("go")):
-        assert served_within(port, 3), "the unread connection still held the only place"
-
-
-def test_a_connection_whose_whole_answer_sits_unread_is_dropped_when_its_keep_alive_ends(
-    serve: Any, fake: FakeUpstream
-) -> None:
-    fake.queue(httpx.Response(200, json=completion("x" * 3_000_000)))
-    port = serve(max_connections=1, header_read_timeout=5, client_write_timeout=5)
-    with unread_chat(port, chat("go")):
-        assert served_within(port, TIMEOUT + 1.5), "the unread connection held the only place past its keep-alive"
+        assert served_within(port, within), "the unread connection still held the only place"
