@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextlift.eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
+from contextlift.eval.sinks import source
 
 if TYPE_CHECKING:
     from contextlift.proxy.settings import Settings
@@ -56,8 +57,12 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     shadow.add_argument(
         "sinks",
         nargs="+",
-        type=Path,
-        help="shadow_sink files (their rotated files are read too), or folders of *.jsonl sinks (one per replica)",
+        type=source,
+        help="shadow_sink files (their rotated files are read too), folders of *.jsonl sinks (one per replica), or "
+        "the URL of a shadow_store (redis://[:password@]host:6379/0), whose stream every replica writes to",
+    )
+    shadow.add_argument(
+        "--store-prefix", help="the stores' shadow_store_prefix, where it is not the default (contextlift:shadow)"
     )
     shadow.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and probes.json")
     shadow.set_defaults(run=_shadow_report, settings=False)
@@ -157,7 +162,7 @@ def _shadow_report(args: argparse.Namespace, _: None) -> int:
     from contextlift.eval.report.shadow import write_shadow_report
 
     try:
-        summary = write_shadow_report(args.sinks, args.out)
+        summary = write_shadow_report(args.sinks, args.out, args.store_prefix)
     except (OSError, ValueError) as error:
         print(f"contextlift shadow-report: {error}", file=sys.stderr)
         return 2

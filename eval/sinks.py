@@ -1,19 +1,19 @@
 """Reading shadow sinks: the records the proxy's shadow evaluation wrote (`shadow_sink`), from one sink file and
-its rotated files, or a folder of them (one per replica). A line that is not a record the readers understand (torn,
-not JSON, not of a record's shape) is skipped and counted, never a traceback. Read by `contextlift shadow-report`
-and by `eval --replay`.
+its rotated files, or a folder of them (one per replica), or the stream of a store the replicas share
+(`shadow_store`, a Redis URL). A line that is not a record the readers understand (torn, not JSON, not of a record's
+shape) is skipped and counted, never a traceback. Read by `contextlift shadow-report` and by `eval --replay`.
 
-It imports only the proxy's naming of the rotated files."""
+It imports only the proxy's naming of the rotated files and of the store's keys."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -111,25 +111,50 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 torn or foreign file can make the reader hold at once."""
 
 
-def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
-    """The records of every sink named (a file with its rotated files, or a folder of `*.jsonl` sinks), each
-    sink's oldest first. Read line by line (a line is split on `\n` only: a record's text can hold U+2028, U+2029
-    or U+0085, which `str.splitlines` also splits on), each decoded on its own, so a torn byte or a malformed line
-    costs that line only. Only regular files are read: a FIFO or a device named `*.jsonl` in a folder is passed
-    over (it would block the reader), and named on its own it is refused.
+Source = Path | str
+"""A sink file or folder, or a store's URL (`redis://...`)."""
+STORE_PAGE = 100
+"""Stream entries read at a time: with shadow_capture a record can be a megabyte."""
+
+
+def source(text: str) -> Source:
+    """A command line's source: a store's URL as it is, anything else a path."""
+    from contextlift.proxy.shadow.store import SCHEMES
+
+    return text if text.partition("://")[0] in SCHEMES and "://" in text else Path(text)
+
+
+def source_name(named: Source) -> str:
+    """How a report names the source: a file's name, or a store's address without its password."""
+    from contextlift.proxy.shadow.store import where
+
+    return named.name if isinstance(named, Path) else where(named)
+
+
+def read_sinks(paths: Sequence[Source], *, whole: bool = True, prefix: str | None = None) -> SinkRead:
+    """The records of every sink named (a file with its rotated files, a folder of `*.jsonl` sinks, or a store's URL:
+    its stream under `prefix`, `shadow_store_prefix`'s default if None), each sink's oldest first. Read line by
+    line (a line is split on `\n` only: a record's text can hold U+2028, U+2029 or U+0085, which `str.splitlines`
+    also splits on), each decoded on its own, so a torn byte or a malformed line costs that line only. Only regular
+    files are read: a FIFO or a device named `*.jsonl` in a folder is passed over (it would block the reader), and
+    named on its own it is refused.
 
     Memory: the records kept, plus the line being read (at most MAX_LINE_BYTES). With `whole=False` a record
     keeps only the fields the report reads, a few hundred bytes per candidate, however large its captured request.
 
     Raises:
         ValueError: a path named that is neither a folder nor a regular file.
-        OSError: a file cannot be read.
+        OSError: a file cannot be read, or a store reached.
     """
     # The proxy's own naming of the rotated files, imported here: a benchmark run loads without the proxy.
     from contextlift.proxy.shadow.sink import sink_files
 
     files: list[Path] = []
+    stores: list[str] = []
     for path in paths:
+        if isinstance(path, str):
+            stores.append(path)
+            continue
         if path.is_dir():
             sinks = sorted(p for p in path.glob("*.jsonl") if _regular(p))
         elif _regular(path):
@@ -137,36 +162,78 @@ def read_sinks(paths: Sequence[Path], *, whole: bool = True) -> SinkRead:
         else:
             raise ValueError(f"{path}: not a regular file or a folder")
         files += [file for sink in sinks for file in sink_files(sink) if _regular(file)]
-    records: list[dict[str, Any]] = []
-    tallies: dict[str, dict[str, Any]] = {}
-    skipped = 0
+    reader = _Reader(whole)
     for file in files:
-        for line in _lines(file):
-            if line is None:
-                skipped += 1
-                continue
-            if not line.strip():
-                continue
-            if line.startswith(_TALLY_OPENING):
-                try:
-                    tally = _Tally.model_validate_json(line).model_dump()
-                except (ValueError, RecursionError):
-                    skipped += 1
-                    continue
-                tallies[tally["run"]] = tally  # cumulative: a run's later line replaces its earlier one
-                continue
+        reader.read(_lines(file))
+    for url in stores:
+        reader.read(_stream_lines(url, prefix))
+    return SinkRead(reader.records, reader.skipped, list(reader.tallies.values()))
+
+
+class _Reader:
+    """The records and tallies of a sink's lines, the lines that are not either counted."""
+
+    def __init__(self, whole: bool) -> None:
+        self.whole = whole
+        self.records: list[dict[str, Any]] = []
+        self.tallies: dict[str, dict[str, Any]] = {}
+        self.skipped = 0
+
+    def read(self, lines: Iterable[bytes | None]) -> None:
+        for line in lines:
+            if line is None or (line.strip() and not self._add(line)):
+                self.skipped += 1
+
+    def _add(self, line: bytes) -> bool:
+        if line.startswith(_TALLY_OPENING):
             try:
-                if whole:
-                    record = json.loads(line.decode("utf-8"))
-                    read = _Record.model_validate(record)
-                else:
-                    read = _Record.model_validate_json(line)
-            except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, ValidationError
-                skipped += 1
-                continue
-            # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
-            records.append({**record, **read.model_dump()} if whole else read.model_dump())
-    return SinkRead(records, skipped, list(tallies.values()))
+                tally = _Tally.model_validate_json(line).model_dump()
+            except (ValueError, RecursionError):
+                return False
+            self.tallies[tally["run"]] = tally  # cumulative: a run's later line replaces its earlier one
+            return True
+        try:
+            if self.whole:
+                record = json.loads(line.decode("utf-8"))
+                read = _Record.model_validate(record)
+            else:
+                read = _Record.model_validate_json(line)
+        except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, ValidationError
+            return False
+        # The fields the report reads, as the types it reads them as; the rest (`captured`) as written.
+        self.records.append({**record, **read.model_dump()} if self.whole else read.model_dump())
+        return True
+
+
+def _stream_lines(url: str, prefix: str | None) -> Iterator[bytes | None]:
+    """The lines of a store's stream, oldest first, STORE_PAGE entries at a time; None for an entry that is not a
+    line the proxy writes (no record field, or one over MAX_LINE_BYTES).
+
+    Raises:
+        OSError: the store cannot be reached or read (said without its password).
+    """
+    import redis
+
+    from contextlift.proxy.settings import Settings
+    from contextlift.proxy.shadow.store import RECORD_FIELD, keys, where
+
+    stream = keys(prefix or Settings.model_fields["shadow_store_prefix"].default)[2]
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60)
+    start = "-"
+    try:
+        while True:
+            try:
+                entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(stream, start, "+", STORE_PAGE))
+            except redis.RedisError as error:
+                raise OSError(f"{where(url)}: cannot read {stream}: {type(error).__name__}: {error}") from None
+            for _, fields in entries:
+                line = fields.get(RECORD_FIELD.encode())
+                yield line if isinstance(line, bytes) and len(line) <= MAX_LINE_BYTES else None
+            if len(entries) < STORE_PAGE:
+                return
+            start = "(" + entries[-1][0].decode()
+    finally:
+        client.close()
 
 
 def _regular(path: Path) -> bool:

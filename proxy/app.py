@@ -269,6 +269,7 @@ def _shadow(
     from contextlift.proxy.shadow.budget import ShadowBudget
     from contextlift.proxy.shadow.evaluation import Shadow
     from contextlift.proxy.shadow.sink import ShadowSink, sink_path
+    from contextlift.proxy.shadow.store import ShadowStore
 
     candidates = []
     for index, text in enumerate(settings.shadow_strategies):
@@ -291,6 +292,17 @@ def _shadow(
         transport=transport or build_transport(settings.shadow_max_in_flight),
     )
     sink = ShadowSink(sink_path(settings.shadow_sink), settings.shadow_sink_max_bytes) if settings.shadow_sink else None
+    budget = ShadowBudget(settings.shadow_calls_per_minute, settings.shadow_tokens_per_minute)
+    store = None
+    if settings.shadow_store is not None:
+        store = ShadowStore(
+            settings.shadow_store.get_secret_value(),
+            settings.shadow_store_prefix,
+            budget,
+            max_records=settings.shadow_stream_max_records,
+            # A worker holds one connection at a time; one more for the tally.
+            max_connections=settings.shadow_max_in_flight + 1,
+        )
     # Without an operator key a shadow call carries the client's own credentials: the operator's evaluation
     # billed to the client (about four calls per sample, ten with probes), only where the operator says so. Not
     # even for an upstream on this machine: a local gateway (LiteLLM, a company proxy) may bill a paid API per call.
@@ -303,10 +315,11 @@ def _shadow(
         upstream=upstream,
         services=state.services,
         metrics=state.metrics,
-        budget=ShadowBudget(settings.shadow_calls_per_minute, settings.shadow_tokens_per_minute),
+        budget=store or budget,
         workers=settings.shadow_max_in_flight,
         queue_size=settings.shadow_queue,
         sink=sink,
+        store=store,
         capture=settings.shadow_capture,
         redact=settings.shadow_capture_redact,
         embedder_ready=state.embedder.ready.is_set,

@@ -438,10 +438,37 @@ class Settings(BaseSettings):
         "came in, outside the memory budget, so the queue holds at most shadow_queue times this.",
     )
     shadow_calls_per_minute: int = Field(
-        60, ge=1, description="Most upstream calls shadow evaluation makes per minute; past it, samples are dropped."
+        60,
+        ge=1,
+        description="Most upstream calls shadow evaluation makes in any 60 seconds; past it, samples are dropped. "
+        "A budget per replica, unless shadow_store names a store the replicas share.",
     )
     shadow_tokens_per_minute: int = Field(
-        200_000, ge=1, description="Most upstream tokens shadow calls spend per minute; past it, samples are dropped."
+        200_000,
+        ge=1,
+        description="Most upstream tokens shadow calls spend in any 60 seconds; past it, samples are dropped. A "
+        "budget per replica, unless shadow_store names a store the replicas share.",
+    )
+    shadow_store: SecretStr | None = Field(
+        None,
+        description="A Redis server every replica shares (`redis://[:password@]host:6379/0`, `rediss://` for TLS, "
+        "`unix:///path/redis.sock`): one shadow budget for all replicas naming it (shadow_calls_per_minute and "
+        "shadow_tokens_per_minute, taken atomically on the server), and a stream, `<shadow_store_prefix>:records`, "
+        "that records and tallies also go to (`contextlift shadow-report redis://...` reads it). While it cannot "
+        "be reached each replica falls back to its own budget, says so in its log and /readyz, and serves as "
+        "before. Unset: each replica's budget is its own.",
+    )
+    shadow_store_prefix: str = Field(
+        "contextlift:shadow",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,99}$",
+        description="Prefix of the keys in shadow_store (`:budget`, `:budget:spent`, `:records`): deployments "
+        "sharing one Redis keep apart by it.",
+    )
+    shadow_stream_max_records: int = Field(
+        100_000,
+        ge=100,
+        description="Records the shadow_store stream keeps (trimmed approximately, oldest first): its memory is "
+        "about this times a record's size (1 to 2 KB without shadow_capture).",
     )
     shadow_max_in_flight: int = Field(
         2,
@@ -518,6 +545,17 @@ class Settings(BaseSettings):
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+    @field_validator("shadow_store")
+    @classmethod
+    def _store_url(cls, value: SecretStr | None) -> SecretStr | None:
+        """A Redis URL; the message never repeats it (it can hold a password)."""
+        if value is None:
+            return None
+        scheme, _, rest = value.get_secret_value().partition("://")
+        if scheme not in ("redis", "rediss", "unix") or not rest:
+            raise ValueError("not a Redis URL: redis://[:password@]host:port/db, rediss://... or unix:///path")
+        return value
 
     @field_validator("lexical_language")
     @classmethod

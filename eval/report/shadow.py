@@ -23,7 +23,7 @@ from contextlift.eval.report.html import image_sources, render_html
 from contextlift.eval.report.literal import code_span, shown_date
 from contextlift.eval.report.probes import PROBES_FILE, probe_groups, probe_section
 from contextlift.eval.report.publish import finite
-from contextlift.eval.sinks import read_sinks
+from contextlift.eval.sinks import Source, read_sinks, source_name
 from contextlift.eval.verdicts.stats import BOOTSTRAP_RESAMPLES, Estimate, estimate
 
 BOOTSTRAP_BLOCK = 1_000_000
@@ -214,15 +214,17 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
-    """Write `report.md`, `report.html` and (with probes) `probes.json` for the records of `sinks` into `out`;
-    returns the summary, with the probe groups under `probes`.
+def write_shadow_report(sinks: Sequence[Source], out: Path, prefix: str | None = None) -> dict[str, Any]:
+    """Write `report.md`, `report.html` and (with probes) `probes.json` for the records of `sinks` (files, folders,
+    stores' URLs: `contextlift.eval.sinks.read_sinks`) into `out`; returns the summary, with the probe groups under
+    `probes`.
 
     Raises:
         ValueError: the sinks hold no record and no tally.
     """
-    read = read_sinks(sinks, whole=False)  # the report reads no captured request: memory per record stays small
-    names = ", ".join(f"`{s.name}`" for s in sinks)
+    # The report reads no captured request: memory per record stays small.
+    read = read_sinks(sinks, whole=False, prefix=prefix)
+    names = ", ".join(f"`{source_name(s)}`" for s in sinks)
     if not read.records and not read.tallies:
         raise ValueError(f"no shadow records in {names} (or rotated files); {read.skipped} malformed lines skipped")
     out.mkdir(parents=True, exist_ok=True)
@@ -233,8 +235,8 @@ def write_shadow_report(sinks: Sequence[Path], out: Path) -> dict[str, Any]:
     images = {src: out / src for src in image_sources(probes)}  # the plots drawn above, and nothing a sink names
     (out / "report.html").write_text(render_html(markdown, images=images), encoding="utf-8")
     if groups:
-        written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": [str(s) for s in sinks],
-                   "groups": groups}  # fmt: skip
+        named = [str(s) if isinstance(s, Path) else source_name(s) for s in sinks]  # a store without its password
+        written = {"kind": "contextlift-shadow-probes", "version": 1, "sinks": named, "groups": groups}
         (out / PROBES_FILE).write_text(json.dumps(finite(written), indent=1, allow_nan=False) + "\n")
     return {
         **summarise(read.records),

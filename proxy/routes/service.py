@@ -78,5 +78,13 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     if not state.shutting_down and not await state.upstream.reachable():
         reasons.append(f"upstream {state.upstream.base_url} unreachable")
     ready = not reasons
-    body = {"status": "ready" if ready else "not ready", "upstream": state.upstream.base_url, "reasons": reasons}
+    body: dict[str, Any] = {
+        "status": "ready" if ready else "not ready",
+        "upstream": state.upstream.base_url,
+        "reasons": reasons,
+    }
+    # A shared store that cannot be reached is said, never a reason to take the replica out of service: it only
+    # changes whose shadow budget the replica spends.
+    if state.shadow is not None and (store := state.shadow.store_status()) is not None:
+        body["shadow_store"] = store
     return Response(body, status_code=200 if ready else 503)

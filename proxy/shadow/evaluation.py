@@ -30,7 +30,7 @@ from contextlift.proxy import json_text
 from contextlift.proxy.errors import UpstreamError
 from contextlift.proxy.observability.metrics import ProxyMetrics
 from contextlift.proxy.policy import detected_format
-from contextlift.proxy.shadow.budget import ShadowBudget
+from contextlift.proxy.shadow.budget import Budget
 from contextlift.proxy.shadow.case import ShadowAnswer, ShadowCase
 from contextlift.proxy.shadow.probes import (
     ProbePlan,
@@ -41,6 +41,7 @@ from contextlift.proxy.shadow.probes import (
     run_probe,
 )
 from contextlift.proxy.shadow.sink import ShadowSink
+from contextlift.proxy.shadow.store import ShadowStore
 from contextlift.proxy.shadow.tally import WRITE_SECONDS, ShadowTally, TallyLimits
 from contextlift.proxy.upstream.client import UpstreamClient
 from contextlift.proxy.upstream.key_guard import credential_guards
@@ -69,10 +70,11 @@ class Shadow:
         upstream: UpstreamClient,
         services: Services,
         metrics: ProxyMetrics,
-        budget: ShadowBudget,
+        budget: Budget,
         workers: int,
         queue_size: int,
         sink: ShadowSink | None = None,
+        store: ShadowStore | None = None,
         capture: bool = False,
         redact: Sequence[str] = (),
         embedder_ready: Callable[[], bool] = lambda: True,
@@ -91,6 +93,7 @@ class Shadow:
         self._workers = workers
         self._queue: asyncio.Queue[tuple[ShadowCase, int, int, float]] = asyncio.Queue(queue_size)
         self._sink = sink
+        self._store = store
         self._capture = capture
         self._redact = frozenset(redact)
         self._embedder_ready = embedder_ready
@@ -117,6 +120,10 @@ class Shadow:
             return False
         return True
 
+    def store_status(self) -> dict[str, Any] | None:
+        """Whether the shared store is reached (`/readyz`'s detail), where one is named."""
+        return None if self._store is None else self._store.status()
+
     def not_kept(self) -> None:
         """Count a drawn sample that the route kept nothing of (a body over `shadow_max_body_bytes`, several
         choices asked for): it will never be submitted."""
@@ -140,6 +147,8 @@ class Shadow:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._work(), name=f"shadow-{i}") for i in range(self._workers)]
         self._tasks.append(asyncio.create_task(self._tell(), name="shadow-tally"))
+        if self._store is not None:
+            self._tasks.append(asyncio.create_task(self._store.check(), name="shadow-store"))
 
     async def aclose(self) -> None:
         """Cancel the work in progress and drop what is queued (shutdown must not wait for the upstream); every
@@ -161,6 +170,8 @@ class Shadow:
         self.tally.log_if_due(now=True)
         if self._sink is not None:
             self._sink.close()
+        if self._store is not None:
+            await self._store.aclose()
 
     def _count(self, outcome: str, samples: int = 1) -> None:
         self._metrics.shadow_samples.labels(outcome).inc(samples)
@@ -169,12 +180,24 @@ class Shadow:
     async def write_tally(self) -> None:
         """Write the tally to the sink now, if it changed (the reporter does every WRITE_SECONDS)."""
         line = self.tally.record()
-        if line is None or self._sink is None:
-            return
-        try:
-            await anyio.to_thread.run_sync(self._sink.write, line)
-        except OSError as error:
-            log.warning("shadow tally not written", sink=str(self._sink.path), errno=error.errno)
+        if line is not None:
+            await self._keep(line, "tally")
+
+    async def _keep(self, record: dict[str, Any], what: str) -> bool:
+        """Write `record` to the file sink and to the store's stream, those named; whether one of them has it (or
+        neither is named: then records are only counted). A file that cannot be written is said without the record
+        (users' content); a store that cannot be reached is said once, by the store."""
+        kept = self._sink is None and self._store is None
+        if self._sink is not None:
+            try:
+                await anyio.to_thread.run_sync(self._sink.write, record)
+                kept = True
+            except OSError as error:
+                log.warning(f"shadow {what} not written", sink=str(self._sink.path), errno=error.errno,
+                            error=type(error).__name__)  # fmt: skip
+        if self._store is not None and await self._store.write(record):
+            kept = True
+        return kept
 
     async def _tell(self) -> None:
         while True:
@@ -223,7 +246,7 @@ class Shadow:
         self.tally.plan(planned)
         # The served request's own tokens per call are the best estimate of a shadow call's.
         estimate = planned * max(1, served_tokens // max(1, served_calls))
-        if not self._budget.take(planned, estimate):
+        if not await self._budget.take(planned, estimate):
             self._count("dropped-budget")
             return
         runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in candidates]
@@ -237,7 +260,7 @@ class Shadow:
         answers = [await self._ask(pipeline, asked, case) for _, pipeline, asked in runs]
         probed = await run_probe(probe, lambda p, asked: self._ask(p, asked, case)) if probe is not None else []
         spent = sum(a.tokens for a in (*answers, *probed))
-        self._budget.correct(estimate, spent)
+        await self._budget.correct(estimate, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
             self._record,
@@ -256,14 +279,9 @@ class Shadow:
                 record["captured"]["probe"] = captured_probe(probe, probed, self._blanker(case))
             observe_probe(self._metrics, case.model, probe, record["probe"])
         self._observe(record, case)
-        if self._sink is not None:
-            try:
-                await anyio.to_thread.run_sync(self._sink.write, record)
-            except OSError as error:  # a full disk: said without the record (users' content), and not evaluated
-                self._count("sink-failed")
-                log.warning("shadow record not written", sink=str(self._sink.path), errno=error.errno,
-                            error=type(error).__name__)  # fmt: skip
-                return
+        if not await self._keep(record, "record"):  # a full disk, a store gone: counted, not evaluated
+            self._count("sink-failed")
+            return
         self.records += 1
         self._count("evaluated")
 

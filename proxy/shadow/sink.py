@@ -61,7 +61,7 @@ class ShadowSink:
         Raises:
             OSError: the line could not be written (the file is reopened on the next write).
         """
-        line = json.dumps(record, ensure_ascii=True, separators=(",", ":"))
+        line = record_line(record)
         with self._lock:
             if self._closed:
                 return
@@ -84,6 +84,11 @@ class ShadowSink:
         with self._lock:
             self._closed = True
             self._handler.close()
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """The record as one line of compact ASCII JSON, as every sink writes it (see the module's docstring)."""
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":"))
 
 
 def sink_path(path: Path) -> Path:

@@ -1,0 +1,169 @@
+"""The shadow budget in any 60 seconds, in one process and shared through a real Redis: replicas drawing at once take
+no more than one budget between them, the window slides (no doubled budget across a minute's boundary), an overspend
+stays as debt, a store that dies leaves each replica its own budget (said once, and in its status) and is used
+again once it answers; the stream keeps what every replica wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from contextlift.eval.sinks import read_sinks
+from contextlift.proxy.shadow import store as store_module
+from contextlift.proxy.shadow.budget import ShadowBudget
+from contextlift.proxy.shadow.store import RETRY_SECONDS, ShadowStore
+from tests.redis_server import RedisServer, redis_server
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    with redis_server(tmp_path) as server:
+        yield server
+
+
+class Clock:
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replica(url: str, calls: int, tokens: int = 10**6, **options: object) -> ShadowStore:
+    return ShadowStore(url, "test", ShadowBudget(calls, tokens), max_records=1000, max_connections=4, **options)  # type: ignore[arg-type]
+
+
+async def close(*replicas: ShadowStore) -> None:
+    for each in replicas:
+        await each.aclose()
+
+
+def test_replicas_drawing_at_once_take_one_budget_between_them(redis: RedisServer) -> None:
+    async def run() -> list[bool]:
+        replicas = [replica(redis.url, 10) for _ in range(3)]
+        taken = await asyncio.gather(*(replicas[i % 3].take(1, 1) for i in range(60)))
+        await close(*replicas)
+        return list(taken)
+
+    taken = asyncio.run(run())
+    # Each replica's own budget would have let 10 through: 30 in all.
+    assert sum(taken) == 10
+
+
+def test_a_token_overspend_stays_in_the_shared_window_as_debt(redis: RedisServer) -> None:
+    async def run() -> tuple[bool, bool, bool]:
+        first, second = replica(redis.url, 100, 1000, window=1.0), replica(redis.url, 100, 1000, window=1.0)
+        assert await first.take(1, 100)
+        await first.correct(100, 1500)  # the sample spent 1,500 tokens where it reserved 100
+        indebted = await second.take(1, 1)
+        await asyncio.sleep(1.2)
+        later = await second.take(1, 900)
+        over = await first.take(1, 200)
+        await close(first, second)
+        return indebted, later, over
+
+    assert asyncio.run(run()) == (False, True, False)
+
+
+def test_the_shared_window_slides(redis: RedisServer) -> None:
+    async def run() -> list[bool]:
+        one = replica(redis.url, 3, window=1.0)
+        taken = [await one.take(1, 1) for _ in range(4)]
+        await asyncio.sleep(0.6)
+        taken.append(await one.take(1, 1))  # the first three are still in the window
+        await asyncio.sleep(0.6)
+        taken += [await one.take(1, 1) for _ in range(4)]  # they left it; the fifth's refusal took nothing
+        await close(one)
+        return taken
+
+    assert asyncio.run(run()) == [True, True, True, False, False, True, True, True, False]
+
+
+def test_one_replica_never_spends_twice_its_budget_across_a_minute() -> None:
+    clock = Clock(59.0)
+    budget = ShadowBudget(10, 10**6, clock)
+    assert all(budget.take_now(1, 1) for _ in range(10))
+    clock.now = 61.0  # a new clock minute, the same 60 seconds
+    assert not budget.take_now(1, 1)
+    clock.now = 119.5
+    assert budget.take_now(10, 1)
+
+
+def test_a_store_that_dies_leaves_each_replica_its_own_budget_and_is_used_again(redis: RedisServer) -> None:
+    clock = Clock(1000.0)
+
+    async def run() -> None:
+        one = replica(redis.url, 10, clock=clock)
+        assert all([await one.take(1, 1) for _ in range(4)])
+        redis.stop()
+        with structlog.testing.capture_logs() as logs:
+            started = time.monotonic()
+            # This replica took 4 from the shared budget in the last 60 seconds: its own lets 6 more through.
+            taken = [await one.take(1, 1) for _ in range(8)]
+            assert time.monotonic() - started < 2 * store_module.TIMEOUT_SECONDS
+            assert taken == [True] * 6 + [False] * 2
+            status = one.status()
+            assert status["state"] == "fallback"
+            assert status["error"] == "ConnectionError"
+            assert "password" not in str(status)
+            assert not await one.write({"kind": "x"})
+            redis.start()  # a new, empty server on the same port
+            assert not await one.take(1, 1)  # not asked before RETRY_SECONDS: still this replica's
+            clock.now += RETRY_SECONDS
+            assert await one.take(1, 1)
+            assert one.status()["state"] == "shared"
+        said = [(line["log_level"], line["event"]) for line in logs]
+        assert said == [
+            ("warning", "shadow budget falls back to this replica's"),
+            ("warning", "shadow budget shared again"),
+        ]
+        await close(one)
+
+    asyncio.run(run())
+
+
+def test_a_store_url_is_logged_and_shown_without_its_password(tmp_path: Path) -> None:
+    async def run() -> dict[str, object]:
+        one = replica("redis://:s3cret-pass@127.0.0.1:1/2", 10)
+        await one.check()
+        status = one.status()
+        await close(one)
+        return status
+
+    with structlog.testing.capture_logs() as logs:
+        status = asyncio.run(run())
+    assert status["store"] == "redis://127.0.0.1:1/2"
+    assert "s3cret" not in str(logs) + str(status)
+
+
+def test_every_replicas_records_and_latest_tallies_reach_the_reader(redis: RedisServer) -> None:
+    record = {"candidates": [{"strategy": "reorder", "agrees": True, "exact": True, "calls": 1, "tokens": 9,
+                              "seconds": 0.1}], "model": "m", "position_sensitive": False}  # fmt: skip
+
+    def tally(run: str, sampled: int) -> dict[str, object]:
+        return {"kind": "shadow-tally", "run": run, "sampled": sampled, "outcomes": {"evaluated": sampled}}
+
+    async def run() -> None:
+        replicas = [replica(redis.url, 10) for _ in range(3)]
+        for i, each in enumerate(replicas):
+            for _ in range(5):
+                assert await each.write({**record, "model": f"m{i}"})
+            assert await each.write(tally(f"run{i}", 4))
+            assert await each.write(tally(f"run{i}", 5))  # cumulative: the later one counts
+        await close(*replicas)
+
+    asyncio.run(run())
+    read = read_sinks([redis.url], prefix="test")
+    assert sorted(r["model"] for r in read.records) == sorted(f"m{i}" for i in range(3) for _ in range(5))
+    assert sorted((t["run"], t["sampled"]) for t in read.tallies) == [("run0", 5), ("run1", 5), ("run2", 5)]
+    assert read.skipped == 0
+
+
+def test_an_unreachable_store_is_a_one_line_error_for_the_reader() -> None:
+    with pytest.raises(OSError, match=r"^redis://127.0.0.1:1/0: cannot read contextlift:shadow:records: "):
+        read_sinks(["redis://:s3cret@127.0.0.1:1/0"])
