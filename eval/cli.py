@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextlift.eval.command import EvalError, add_eval_arguments, add_merge_arguments, run_eval, run_merge
-from contextlift.eval.sinks import source
+from contextlift.eval.sinks import Source, source
 
 if TYPE_CHECKING:
     from contextlift.proxy.settings import Settings
@@ -32,9 +32,11 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     policy.add_argument(
         "reports",
         nargs="*",
-        type=Path,
-        help="eval report folders (results.json and run.json) or shadow-report folders (probes.json)",
+        type=source,
+        help="eval report folders (results.json and run.json), shadow-report folders (probes.json), or the URL of a "
+        "shadow_store (redis://...), whose probes are read from its stream",
     )
+    policy.add_argument("--store-prefix", help="the stores' shadow_store_prefix, where it is not contextlift:shadow")
     policy.add_argument("--out", type=Path, help="the policy file (default: standard output)")
     policy.add_argument("--max-cost", help="ceiling relative to none, e.g. calls=2,latency=1.5")
     policy.add_argument("--keep", help=KEEP_HELP)
@@ -98,7 +100,7 @@ def _policy(args: argparse.Namespace, _: None) -> int:
     if not args.reports:
         print("contextlift policy: name report folders, or --example", file=sys.stderr)
         return 2
-    return _write_policy(args.reports, args.max_cost, args.out, args.keep)
+    return _write_policy(args.reports, args.max_cost, args.out, args.keep, args.store_prefix)
 
 
 KEEP_HELP = (
@@ -134,14 +136,16 @@ def _kept_rules(keep: str | None, out: Path | None) -> tuple[str, list[dict[str,
     return ("the built-in policy" if keep == "built-in" else Path(keep).name), rules
 
 
-def _write_policy(reports: list[Path], max_cost: str | None, out: Path | None, keep: str | None = None) -> int:
+def _write_policy(
+    reports: list[Source], max_cost: str | None, out: Path | None, keep: str | None = None, prefix: str | None = None
+) -> int:
     from contextlift.eval.policy_writer import CostCeiling, write_policy, write_policy_file
 
     if out is not None and out.is_dir():  # before the reports are read: nothing could be written
         print(f"contextlift policy: --out {out} is a folder; name the policy file", file=sys.stderr)
         return 2
     try:
-        text = write_policy(reports, CostCeiling.parse(max_cost), _kept_rules(keep, out))
+        text = write_policy(reports, CostCeiling.parse(max_cost), _kept_rules(keep, out), prefix)
         if out is not None:
             write_policy_file(out, text)
     except OSError as error:  # the file's name and the system's reason, on one line

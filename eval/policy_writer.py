@@ -23,12 +23,14 @@ import secrets
 import tomllib
 import unicodedata
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contextlift.eval.report.probes import PROBES_FILE
+from contextlift.eval.report.probes import PROBES_FILE, probe_groups
+from contextlift.eval.sinks import Source, read_sinks, source_name
 from contextlift.eval.verdicts.best_pipeline import SMOKE_PROFILES, harmful, significant
 from contextlift.eval.verdicts.stats import ALPHA, MIN_DISCORDANT, pairs_to_decide
 from contextlift.strategies import build_registry
@@ -106,9 +108,14 @@ class Judged:
 
 
 def write_policy(
-    reports: list[Path], ceiling: CostCeiling, kept: tuple[str, list[dict[str, Any]]] | None = None
+    reports: Sequence[Source],
+    ceiling: CostCeiling,
+    kept: tuple[str, list[dict[str, Any]]] | None = None,
+    store_prefix: str | None = None,
 ) -> str:
-    """The policy's text for the reports (folders holding results.json and run.json). `kept`: the policy in force
+    """The policy's text for the reports (folders holding results.json and run.json, or a shadow report's
+    probes.json), or a shadow store's URL, whose stream's probes are grouped as shadow-report would. `kept`: the
+    policy in force
     (its name and its rules), whose rules stay where the reports do not contradict them (`Judged.contradicts`): a
     run too small to decide anything leaves what was measured before in place.
 
@@ -116,9 +123,10 @@ def write_policy(
         ValueError: a folder without results, or a policy that would not load (a bug, not the user's).
         OSError: a file cannot be read.
     """
-    description = _writable("from " + ", ".join(r.name for r in reports))
+    description = _writable("from " + ", ".join(source_name(r) for r in reports))
+    named = [str(r) if isinstance(r, Path) else source_name(r) for r in reports]  # a store without its password
     lines = [
-        _comment("contextlift policy, written by `contextlift policy` from: " + ", ".join(str(r) for r in reports)),
+        _comment("contextlift policy, written by `contextlift policy` from: " + ", ".join(named)),
         _comment(
             f"cost ceiling relative to none: calls {ceiling.calls or 'any'}, median latency {ceiling.latency or 'any'}"
         ),
@@ -129,6 +137,11 @@ def write_policy(
     ids: set[str] = set()
     judged: list[Judged] = []
     for report in reports:
+        if isinstance(report, str):  # a store's stream: its records' probes, grouped as the report groups them
+            groups = probe_groups(read_sinks([report], whole=False, prefix=store_prefix).records)
+            probes = {"kind": "contextlift-shadow-probes", "groups": groups}
+            entries += _probe_rules(source_name(report), probes, ceiling, ids, judged)
+            continue
         if (report / PROBES_FILE).exists() and not (report / "results.json").exists():
             probes = _read_json(report / PROBES_FILE)
             try:
@@ -286,12 +299,15 @@ def _rules(
 
 
 def _probe_rules(
-    report: Path, data: dict[str, Any], ceiling: CostCeiling, ids: set[str], judged: list[Judged]
+    report: Path | str, data: dict[str, Any], ceiling: CostCeiling, ids: set[str], judged: list[Judged]
 ) -> list[Entry]:
-    """Rules from a shadow report's positional probes: per model and format, the pipeline with the highest lift
-    over `none` that holds, within the cost ceiling; a comment where none does."""
+    """Rules from a shadow report's positional probes (`report`: its folder, or the store they were read from): per
+    model and format, the pipeline with the highest lift over `none` that holds, within the cost ceiling; a comment
+    where none does."""
+    name = report.name if isinstance(report, Path) else report
     if data.get("kind") != "contextlift-shadow-probes":
-        raise ValueError(f"{report / PROBES_FILE}: not a shadow report's probes file")
+        file = report / PROBES_FILE if isinstance(report, Path) else report
+        raise ValueError(f"{file}: not a shadow report's probes file")
     from contextlift.proxy.policy import FORMATS  # what a rule's `formats` may name, as the proxy loads it
 
     out: list[Entry] = []
@@ -330,7 +346,7 @@ def _probe_rules(
                 "formats": [fmt],
                 "strategy": str(row["strategy"]),
                 "evidence": _evidence(
-                    _printable(f"{report.name}#probes/{model}/{fmt}{'/' + kind if kind else ''}/{row['strategy']}"),
+                    _printable(f"{name}#probes/{model}/{fmt}{'/' + kind if kind else ''}/{row['strategy']}"),
                     row,
                     report,
                     date,
@@ -390,7 +406,7 @@ def ranks_documents(label: str) -> bool:
     return any(name in registry.names() and registry.get(name).ranks for name in names)
 
 
-def _evidence(evidence_id: str, row: dict[str, Any], report: Path, date: str) -> dict[str, Any]:
+def _evidence(evidence_id: str, row: dict[str, Any], report: Path | str, date: str) -> dict[str, Any]:
     """A rule's `evidence`, from a lift row (an eval report's or a probe group's), its figures rounded as written."""
     return {
         "id": evidence_id,

@@ -25,10 +25,17 @@ STARTUP_SECONDS = 10.0
 class RedisServer:
     port: int
     folder: Path
+    password: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        """The URL a client names it by, its password included."""
+        return f"redis://{f':{self.password}@' if self.password else ''}127.0.0.1:{self.port}/0"
+
+    @property
+    def address(self) -> str:
+        """The URL without its password, as the proxy and the reports name it."""
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
@@ -36,6 +43,7 @@ class RedisServer:
         binary = shutil.which("redis-server")
         assert binary is not None
         arguments = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        arguments += ["--requirepass", self.password] if self.password else []
         self.process = subprocess.Popen(
             [binary, *arguments, "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -43,7 +51,7 @@ class RedisServer:
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                 s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
+                if s.recv(64).startswith((b"+PONG", b"-NOAUTH")):  # it answers
                     return
             assert self.process.poll() is None, "redis-server stopped while starting"
             time.sleep(0.05)
@@ -65,13 +73,15 @@ def require_redis() -> None:
 
 
 @contextlib.contextmanager
-def redis_server(folder: Path) -> Iterator[RedisServer]:
-    """A running Redis on a free loopback port, killed when the block ends."""
+def redis_server(folder: Path, password: str | None = None) -> Iterator[RedisServer]:
+    """A running Redis on a free loopback port (asking for `password`, where one is given), killed when the block
+    ends."""
     require_redis()
+    folder.mkdir(parents=True, exist_ok=True)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = RedisServer(port, folder)
+    server = RedisServer(port, folder, password)
     server.start()
     try:
         yield server
