@@ -70,6 +70,7 @@ from contextlift.strategies.rankers.gate import merged as merged_gates
 
 if TYPE_CHECKING:  # imported only where shadow_rate > 0: a proxy without shadow never loads it
     from contextlift.proxy.shadow.evaluation import Shadow
+    from contextlift.proxy.shadow.otlp import OtlpSink
 
 YOUNG_COLLECTION_EVERY = 10_000
 log = structlog.get_logger("contextlift")
@@ -316,6 +317,7 @@ def _shadow(
         services=state.services,
         metrics=state.metrics,
         budget=store or budget,
+        otlp=_otlp_sink(settings),
         workers=settings.shadow_max_in_flight,
         queue_size=settings.shadow_queue,
         sink=sink,
@@ -330,6 +332,24 @@ def _shadow(
         probes=settings.shadow_probes,
         probe_min_documents=settings.shadow_probe_min_documents,
     )
+
+
+def _otlp_sink(settings: Settings) -> OtlpSink | None:
+    """The OTLP exporter of shadow records, where shadow_otlp_logs asks for one.
+
+    Raises:
+        SettingsError: it is asked for without a collector to export to.
+    """
+    if not settings.shadow_otlp_logs:
+        return None
+    if not settings.otel_logs_endpoint:
+        raise SettingsError(
+            "shadow_otlp_logs: no collector to export to; set OTEL_EXPORTER_OTLP_LOGS_ENDPOINT or "
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+    from contextlift.proxy.shadow.otlp import OtlpSink
+
+    return OtlpSink(settings.otel_service_name)
 
 
 class ProxyApp(Litestar):

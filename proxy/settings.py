@@ -464,6 +464,14 @@ class Settings(BaseSettings):
         description="Prefix of the keys in shadow_store (`:budget`, `:budget:spent`, `:records`): deployments "
         "sharing one Redis keep apart by it.",
     )
+    shadow_otlp_logs: bool = Field(
+        False,
+        description="Also export each shadow record and tally as an OpenTelemetry log record over OTLP/HTTP, to the "
+        "collector OTEL_EXPORTER_OTLP_LOGS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names (required then): its body "
+        "the record's JSON line, its attributes the GenAI conventions' model and operation and the record's served "
+        "pipeline, format, documents and position sensitivity. What a record holds is as in shadow_sink: hashes and "
+        "scores, the text only with shadow_capture.",
+    )
     shadow_stream_max_records: int = Field(
         100_000,
         ge=100,
@@ -485,6 +493,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
         description="OTLP/HTTP collector for traces, read from the standard OpenTelemetry variables; unset: "
         "no traces are exported.",
+    )
+    otel_logs_endpoint: str | None = Field(
+        None,
+        validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="OTLP/HTTP collector for shadow_otlp_logs, read from the standard OpenTelemetry variables.",
     )
     otel_service_name: str = Field(
         "contextlift", validation_alias=AliasChoices("OTEL_SERVICE_NAME"), description="service.name of the traces."

@@ -32,6 +32,7 @@ from contextlift.proxy.observability.metrics import ProxyMetrics
 from contextlift.proxy.policy import detected_format
 from contextlift.proxy.shadow.budget import Budget
 from contextlift.proxy.shadow.case import ShadowAnswer, ShadowCase
+from contextlift.proxy.shadow.otlp import OtlpSink
 from contextlift.proxy.shadow.probes import (
     ProbePlan,
     captured_probe,
@@ -75,6 +76,7 @@ class Shadow:
         queue_size: int,
         sink: ShadowSink | None = None,
         store: ShadowStore | None = None,
+        otlp: OtlpSink | None = None,
         capture: bool = False,
         redact: Sequence[str] = (),
         embedder_ready: Callable[[], bool] = lambda: True,
@@ -94,6 +96,7 @@ class Shadow:
         self._queue: asyncio.Queue[tuple[ShadowCase, int, int, float]] = asyncio.Queue(queue_size)
         self._sink = sink
         self._store = store
+        self._otlp = otlp
         self._capture = capture
         self._redact = frozenset(redact)
         self._embedder_ready = embedder_ready
@@ -172,6 +175,8 @@ class Shadow:
             self._sink.close()
         if self._store is not None:
             await self._store.aclose()
+        if self._otlp is not None:
+            await anyio.to_thread.run_sync(self._otlp.close)
 
     def _count(self, outcome: str, samples: int = 1) -> None:
         self._metrics.shadow_samples.labels(outcome).inc(samples)
@@ -184,9 +189,12 @@ class Shadow:
             await self._keep(line, "tally")
 
     async def _keep(self, record: dict[str, Any], what: str) -> bool:
-        """Write `record` to the file sink and to the store's stream, those named; whether one of them has it (or
-        neither is named: then records are only counted). A file that cannot be written is said without the record
-        (users' content); a store that cannot be reached is said once, by the store."""
+        """Write `record` to the file sink and to the store's stream, those named, and hand it to the OTLP exporter;
+        whether the file or the stream has it (or neither is named: then records are only counted, or exported). A
+        file that cannot be written is said without the record (users' content); a store that cannot be reached is
+        said once, by the store."""
+        if self._otlp is not None:
+            self._otlp.write(record)
         kept = self._sink is None and self._store is None
         if self._sink is not None:
             try:
