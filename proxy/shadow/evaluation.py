@@ -252,6 +252,10 @@ class Shadow:
             )
             planned += probe.calls if probe is not None else 0
         self.tally.plan(planned)
+        if self._sink is None and self._otlp is None and self._store is not None and not self._store.may_answer():
+            # The store is its records' only place and cannot be reached: spending on them would lose them.
+            self._count("sink-failed")
+            return
         # The served request's own tokens per call are the best estimate of a shadow call's.
         estimate = planned * max(1, served_tokens // max(1, served_calls))
         if not await self._budget.take(planned, estimate):

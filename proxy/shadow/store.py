@@ -203,6 +203,10 @@ class ShadowStore:
     def _since_text(self) -> str:
         return self._since.isoformat(timespec="seconds")
 
+    def may_answer(self) -> bool:
+        """Whether the store is reached, or due to be asked again."""
+        return self._reachable()
+
     def _reachable(self) -> bool:
         return self.shared or self._clock() >= self._retry_at
 
@@ -218,7 +222,7 @@ class ShadowStore:
             store=self.where,
             error=self._error,
             meaning="until the store answers again, each replica spends up to the whole shadow budget, and records "
-            "go only to shadow_sink",
+            "reach only shadow_sink where one is set",
         )
 
     def _back(self) -> None:

@@ -1,5 +1,6 @@
-"""Every in-cluster URL in what deploy/ renders (`http://NAME[.NAMESPACE.svc[.cluster.local]][:PORT]`) names a
-Service that the manifests define and a port that Service exposes: the eval Job reaches the proxy it measures.
+"""Every in-cluster URL in what deploy/ renders (`http://NAME[.NAMESPACE.svc[.cluster.local]][:PORT]`, and
+`redis://`) names a Service that the manifests define and a port that Service exposes: the eval Job reaches the proxy
+it measures, the proxy the Redis its replicas share.
 
 The one URL left out is `CONTEXTLIFT_UPSTREAM_URL`: it names the operator's own model server, which deploy/ does
 not define."""
@@ -17,7 +18,8 @@ from tests.deploy.kustomize import DEPLOY, PROXY_OVERLAYS, render
 
 OUTSIDE = {"CONTEXTLIFT_UPSTREAM_URL"}
 """ConfigMap keys whose URL names a server deployed apart from these manifests."""
-_URL = re.compile(r"https?://[^\s\"'`]+")
+_URL = re.compile(r"(?:https?|rediss?)://[^\s\"'`]+")
+_DEFAULT_PORTS = {"http": 80, "https": 443, "redis": 6379, "rediss": 6379}
 _CLUSTER_HOST = re.compile(
     r"^(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.(?P<namespace>[a-z0-9-]+)\.svc(\.cluster\.local)?)?$"
 )
@@ -29,7 +31,7 @@ def in_cluster(url: str) -> tuple[str, str | None, int] | None:
     match = _CLUSTER_HOST.match(parts.hostname or "")
     if match is None or match["name"] == "localhost":
         return None
-    return match["name"], match["namespace"], parts.port or (443 if parts.scheme == "https" else 80)
+    return match["name"], match["namespace"], parts.port or _DEFAULT_PORTS[parts.scheme]
 
 
 def strings(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
@@ -79,6 +81,8 @@ def unresolved(found: list[str], defined: dict[str, set[int]]) -> list[str]:
         ("http://contextlift/v1", ("contextlift", None, 80)),
         ("http://vllm.ml.svc.cluster.local:8000/v1", ("vllm", "ml", 8000)),
         ("https://vllm.ml.svc/v1", ("vllm", "ml", 443)),
+        ("redis://:$(REDIS_PASSWORD)@contextlift-redis:6379/0", ("contextlift-redis", None, 6379)),
+        ("rediss://contextlift-redis.ml.svc/0", ("contextlift-redis", "ml", 6379)),
         ("https://api.openai.com/v1", None),
         ("http://127.0.0.1:8080/v1", None),
         ("http://localhost:8080/v1", None),

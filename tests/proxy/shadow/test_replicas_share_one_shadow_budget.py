@@ -58,7 +58,10 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
 
 
-def start_replicas(upstream: str, store: str, tmp_path: Path) -> list[tuple[subprocess.Popen[bytes], str, Path]]:
+def start_replicas(
+    upstream: str, store: str, tmp_path: Path, *, sinks: bool = False
+) -> list[tuple[subprocess.Popen[bytes], str, Path]]:
+    """REPLICAS serve processes sharing `store`, each with a file sink of its own where `sinks`."""
     env = {
         **os.environ,
         "CONTEXTLIFT_UPSTREAM_API_KEY": "sk-operator",
@@ -74,18 +77,10 @@ def start_replicas(upstream: str, store: str, tmp_path: Path) -> list[tuple[subp
     replicas = []
     for i in range(REPLICAS):
         port, log = free_port(), tmp_path / f"replica-{i}.log"
+        sink = {"CONTEXTLIFT_SHADOW_SINK": str(tmp_path / "sinks" / f"replica-{i}.jsonl")} if sinks else {}
+        command = [sys.executable, "-m", "contextlift.proxy.cli", "serve", "--upstream", upstream]
         with log.open("wb") as out:
-            command = [
-                sys.executable,
-                "-m",
-                "contextlift.proxy.cli",
-                "serve",
-                "--upstream",
-                upstream,
-                "--port",
-                str(port),
-            ]
-            process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+            process = subprocess.Popen([*command, "--port", str(port)], env={**env, **sink}, stdout=out, stderr=out)
         replicas.append((process, f"http://127.0.0.1:{port}", log))
     for process, url, log in replicas:
         deadline = time.monotonic() + 60
@@ -174,12 +169,12 @@ def test_three_replicas_spend_one_budget_and_the_report_counts_every_sample(
 
 
 def test_a_redis_that_dies_halfway_leaves_every_request_answered_and_each_replica_on_its_own_budget(
-    redis: RedisServer, tmp_path: Path
+    redis: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     upstream = CountingUpstream()
     half = REQUESTS // 2
     with fake_upstream_url(upstream) as upstream_url:
-        replicas = start_replicas(upstream_url, redis.url, tmp_path)
+        replicas = start_replicas(upstream_url, redis.url, tmp_path, sinks=True)
         urls = [url for _, url, _ in replicas]
         try:
             assert send(urls, half) == [200] * half
@@ -200,3 +195,7 @@ def test_a_redis_that_dies_halfway_leaves_every_request_answered_and_each_replic
     for _, _, log in replicas:
         events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
         assert events.count("shadow budget falls back to this replica's") == 1
+    # The file sinks kept every record, before and after: the report over them counts every sample.
+    assert main(["shadow-report", str(tmp_path / "sinks"), "--out", str(tmp_path / "report")]) == 0
+    evaluated = (shared_calls + fallback_calls) // CALLS_PER_SAMPLE
+    assert capsys.readouterr().out.startswith(f"{REQUESTS} sampled, {evaluated} evaluated; not evaluated: ")

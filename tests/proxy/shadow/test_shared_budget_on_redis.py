@@ -9,7 +9,9 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import structlog
 
@@ -17,6 +19,8 @@ from contextlift.eval.sinks import read_sinks
 from contextlift.proxy.shadow import store as store_module
 from contextlift.proxy.shadow.budget import ShadowBudget
 from contextlift.proxy.shadow.store import RETRY_SECONDS, ShadowStore
+from tests.fakes import FakeUpstream, completion
+from tests.proxy.shadow.test_shadow_evaluation import BODY
 from tests.redis_server import RedisServer, redis_server
 
 
@@ -167,3 +171,24 @@ def test_every_replicas_records_and_latest_tallies_reach_the_reader(redis: Redis
 def test_an_unreachable_store_is_a_one_line_error_for_the_reader() -> None:
     with pytest.raises(OSError, match=r"^redis://127.0.0.1:1/0: cannot read contextlift:shadow:records: "):
         read_sinks(["redis://:s3cret@127.0.0.1:1/0"])
+
+
+def test_a_store_that_is_its_records_only_place_spends_nothing_while_it_cannot_be_reached(
+    make_client: Any, fake: FakeUpstream
+) -> None:
+    fake.queue(*[httpx.Response(200, json=completion("T1"))] * 20)
+    client = make_client(shadow_rate=1.0, shadow_use_client_key=True, shadow_strategies=["reorder"],
+                         shadow_store="redis://127.0.0.1:1/0")  # fmt: skip
+    shadow = client.app.state["proxy"].shadow
+    deadline = time.monotonic() + 5
+    while shadow.store_status()["state"] != "fallback":  # its first ask, at start-up
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for _ in range(3):
+        assert client.post("/v1/chat/completions", json=BODY).status_code == 200
+    client.blocking_portal.call(shadow.join)
+    assert len(fake.requests) == 3  # the client's calls, no shadow call
+    assert shadow.tally.outcomes["sink-failed"] == 3
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["shadow_store"]["state"] == "fallback"
