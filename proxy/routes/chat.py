@@ -5,7 +5,7 @@ the answer relayed (whole, streamed through, or streamed once every call is in).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -19,13 +19,13 @@ from contextlift.proxy.errors import (
     InvalidRequest,
     InvalidStrategy,
     NotReady,
-    PayloadTooLarge,
     ShuttingDown,
     UpstreamProtocolError,
 )
-from contextlift.proxy.off_loop import LARGE_BODY, off_loop, reading
-from contextlift.proxy.policy import Auto, RequestFeatures, detected_format, detected_reading, ranker_margin
-from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST, RequestRecord
+from contextlift.proxy.off_loop import LARGE_BODY, reading
+from contextlift.proxy.policy import Auto
+from contextlift.proxy.request_log import CLIENT_CLOSED_REQUEST
+from contextlift.proxy.rewrite import choose_auto, debug_asks, documents_of, scores_header
 from contextlift.proxy.routes.chat_streams import completion_frames, relay_stream, stream_when_done
 from contextlift.proxy.routes.exchange import Exchange
 from contextlift.proxy.routes.stream_usage import StreamUsage
@@ -37,17 +37,13 @@ from contextlift.strategies import (
     AppliedStep,
     ChatRequest,
     Completion,
-    DocumentLimitError,
     DocumentOrder,
     Pipeline,
     PipelineResult,
     UpstreamFailure,
     document_order,
-    parse_request,
-    render_rankings,
     run_pipeline,
 )
-from contextlift.strategies.rankers import rank_documents
 
 T = TypeVar("T")
 log = structlog.get_logger("contextlift")
@@ -84,14 +80,14 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise
     if isinstance(selection, Auto):
         try:  # a margin rule ranks the documents, a remote call: a client that leaves meanwhile cancels it
-            pipeline, found = await _unless_disconnected(exchange, _auto(body, state, record))
+            pipeline, found = await _unless_disconnected(exchange, choose_auto(body, state, record))
         except ClientDisconnected:
             record.finish(CLIENT_CLOSED_REQUEST)
             return Response(b"", status_code=CLIENT_CLOSED_REQUEST)
         chat = found if pipeline.steps else ChatRequest(body=body)
     else:
         pipeline = selection
-        found = chat = await _documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
+        found = chat = await documents_of(body, pipeline, state) if pipeline.steps else ChatRequest(body=body)
     record.documents = len(found.documents)
     record.document_format = found.detection
     record.requested = pipeline
@@ -132,9 +128,9 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         record.shadow.served_margin = next((s.ranking.margin() for s in result.steps if s.ranking is not None), None)
     if chat.documents:
         record.order = _order_sent(pipeline, chat, result)
-    if _debug_asks(request.headers, "scores"):
+    if debug_asks(request.headers, "scores"):
         # Asked for, whatever was found: a step ranks the units of a context it may not move (`excerpt`) too.
-        record.scores = _scores(result.steps, chat)
+        record.scores = scores_header(result.steps, chat)
     outcome = result.outcome
     if record.shadow is not None and isinstance(outcome, Completion):
         record.shadow.served_completion(outcome)
@@ -163,49 +159,6 @@ def _completion_bytes(outcome: Completion, pipeline: Pipeline, guard: KeyGuard) 
         raise UpstreamProtocolError("the upstream's answer cannot be written as JSON") from None
 
 
-async def _auto(body: dict[str, Any], state: ProxyState, record: RequestRecord) -> tuple[Pipeline, ChatRequest]:
-    """The policy's pipeline for this request, and the request with its documents found. The policy is read once:
-    a reload while the request awaits (detection, ranking) must not give its margins one policy and its choice
-    another, which could skip a margin rule."""
-    policy = state.policy
-    found = await _documents_of(body, Pipeline(), state)
-    tokenizer = state.tokenizer
-    tokens = await off_loop(lambda: tokenizer.count(found.documents_text())) if found.documents else 0
-    features = RequestFeatures(
-        model=record.model,
-        documents=len(found.documents),
-        document_tokens=tokens,
-        format=detected_format(found),
-        reading=detected_reading(found),
-        stream=found.stream,
-    )
-    wanted = policy.margin_rankers(features)
-    if wanted:
-        features = replace(features, margins=await _margins(wanted, found, state))
-    choice = policy.choose(features)
-    record.policy = choice.header
-    state.metrics.policy_rules.labels(choice.rule).inc()
-    return choice.pipeline, found
-
-
-async def _margins(names: frozenset[str | None], found: ChatRequest, state: ProxyState) -> dict[str | None, float]:
-    """The margins a policy's rules read, each from its ranker's ranking of the request's documents (ranked only
-    when some rule asks: a policy without margins costs no ranking). A ranker that falls back gives none."""
-    margins: dict[str | None, float] = {}
-    if len(found.documents) < 2:
-        return margins
-    rankers = state.services.ranker_set()
-    for name in names:
-        ranker = rankers.rankers.get(name or rankers.default)
-        if ranker is None or ranker.needs_embedder:
-            await state.embedder.wait()
-        ranking = await rank_documents(found.question, found.documents, rankers, name)
-        margin = ranker_margin(ranking.scores) if ranking.fallback is None else None
-        if margin is not None:
-            margins[name] = margin
-    return margins
-
-
 def _shadow_case(
     request: Request[Any, Any, Any],
     raw: bytes,
@@ -224,39 +177,6 @@ def _shadow_case(
     return ShadowCase(
         raw, pipeline, dict(request.headers), request.url.query, model if isinstance(model, str) else None, shape
     )
-
-
-async def _documents_of(body: dict[str, Any], pipeline: Pipeline, state: ProxyState) -> ChatRequest:
-    """The request with its documents found, in a worker thread and within the document limits.
-
-    Detection runs only for pipelines that have steps: `none` never reads, let alone changes, a prompt.
-    """
-    try:
-        return await off_loop(
-            lambda: parse_request(
-                body, limits=state.document_limits, declared=state.declared_formats, shape=pipeline.shape
-            )
-        )
-    except DocumentLimitError as error:
-        raise PayloadTooLarge(str(error), param="documents") from None
-
-
-DEBUG_HEADER = "x-context-debug"
-"""What a request asks the response to show besides the usual headers: `scores` (each ranked step's ranking)."""
-MAX_SCORES_HEADER = 4096
-"""Characters of `X-Context-Scores` at most: a response head stays well under the 8 KiB a proxy in front accepts."""
-
-
-def _debug_asks(headers: Any, what: str) -> bool:
-    value = headers.get(DEBUG_HEADER) or ""
-    return what in {word.strip().lower() for word in value[:256].split(",")}
-
-
-def _scores(steps: Sequence[AppliedStep], found: ChatRequest) -> str:
-    """`X-Context-Scores`: the rankings (`strategies.render_rankings`), `none` where no step ranked, bounded."""
-    unmovable = found.unmovable.documents if found.unmovable is not None else ()
-    rendered = render_rankings(steps, found.documents, unmovable=unmovable) or "none"
-    return rendered if len(rendered) <= MAX_SCORES_HEADER else rendered[: MAX_SCORES_HEADER - 3] + "..."
 
 
 def _order_sent(pipeline: Pipeline, chat: ChatRequest, result: PipelineResult) -> DocumentOrder | None:

@@ -41,11 +41,17 @@ async def pass_through(request: Request[Any, Any, Any], path: FromPath[str]) -> 
 
 
 async def _pass_through(request: Request[Any, Any, Any], path: str) -> Response[bytes] | Stream:
-    exchange = Exchange.enter(request)
-    record = exchange.record
     content = await request.body()
     fields = await reading(json_fields, content, request.headers.get("content-type"))
     reject_upstream_overrides(request.headers, fields)
+    return await relay(request, path, content)
+
+
+async def relay(request: Request[Any, Any, Any], path: str, content: bytes) -> Response[bytes] | Stream:
+    """`content` sent to the upstream's `path` with the request's method, and the answer relayed as it comes (an
+    error's body read whole, bounded, and blanked of the key). The caller has checked the request's fields."""
+    exchange = Exchange.enter(request)
+    record = exchange.record
     upstream = exchange.upstream()
     guard = upstream.guard
     try:

@@ -14,7 +14,7 @@ import pytest
 from contextlift.proxy import Settings, create_app
 from contextlift.proxy.policy import load_policy
 from contextlift.proxy.remote_rankers import ServiceRanker
-from contextlift.proxy.routes import chat as chat_route
+from contextlift.proxy import rewrite as choosing
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.auto.test_auto_margin import EVIDENCE, STANDS_OUT
 from tests.serving import UPSTREAM
@@ -40,13 +40,13 @@ def test_a_reload_during_the_margins_does_not_change_the_requests_policy(
     client = make_client(policy_file=str(tmp_path / "policy.toml"))
     state = client.app.state["proxy"]
     reloaded = load_policy(tmp_path / "reloaded.toml", state.resolve)
-    margins = chat_route._margins
+    margins = choosing._margins
 
     async def reloading_meanwhile(*args: Any) -> Any:
         state.policy = reloaded  # as a reload between the margins and the choice would
         return await margins(*args)
 
-    monkeypatch.setattr(chat_route, "_margins", reloading_meanwhile)
+    monkeypatch.setattr(choosing, "_margins", reloading_meanwhile)
     response = client.post("/v1/chat/completions", json=STANDS_OUT, headers={"X-Context-Strategy": "auto"})
     assert response.headers["x-context-policy"].startswith("rule=any-margin; margin=")
 
