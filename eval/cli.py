@@ -32,7 +32,7 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     policy.add_argument(
         "reports",
         nargs="*",
-        type=source,
+        type=_source,
         help="eval report folders (results.json and run.json), shadow-report folders (probes.json), or the URL of a "
         "shadow_store (redis://...), whose probes are read from its stream",
     )
@@ -59,7 +59,7 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     shadow.add_argument(
         "sinks",
         nargs="+",
-        type=source,
+        type=_source,
         help="shadow_sink files (their rotated files are read too), folders of *.jsonl sinks (one per replica), or "
         "the URL of a shadow_store (redis://[:password@]host:6379/0), whose stream every replica writes to",
     )
@@ -68,6 +68,14 @@ def register_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     shadow.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and probes.json")
     shadow.set_defaults(run=_shadow_report, settings=False)
+
+
+def _source(text: str) -> Source:
+    """`source`, its refusal said in argparse's words without the value (a store's URL may hold a password)."""
+    try:
+        return source(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _eval_rankers(args: argparse.Namespace, _: None) -> int:

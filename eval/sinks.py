@@ -114,14 +114,25 @@ torn or foreign file can make the reader hold at once."""
 Source = Path | str
 """A sink file or folder, or a store's URL (`redis://...`)."""
 STORE_PAGE = 100
-"""Stream entries read at a time: with shadow_capture a record can be a megabyte."""
+"""Stream entries read at a time, at most."""
+STORE_PAGE_BYTES = 16 * 1024 * 1024
+"""A page's bytes, at most (and one record more): what reading a stream holds at once whatever its entries' sizes."""
 
 
 def source(text: str) -> Source:
-    """A command line's source: a store's URL as it is, anything else a path."""
-    from contextlift.proxy.shadow.store import SCHEMES
+    """A command line's source: a store's URL as it is, anything else a path.
 
-    return text if text.partition("://")[0] in SCHEMES and "://" in text else Path(text)
+    Raises:
+        ValueError: a store's URL that cannot be read (said without repeating it: it may hold a password).
+    """
+    from contextlift.proxy.shadow.store import SCHEMES, url_problem
+
+    if text.partition("://")[0] not in SCHEMES or "://" not in text:
+        return Path(text)
+    problem = url_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def source_name(named: Source) -> str:
@@ -205,37 +216,6 @@ class _Reader:
         return True
 
 
-def _stream_lines(url: str, prefix: str | None) -> Iterator[bytes | None]:
-    """The lines of a store's stream, oldest first, STORE_PAGE entries at a time; None for an entry that is not a
-    line the proxy writes (no record field, or one over MAX_LINE_BYTES).
-
-    Raises:
-        OSError: the store cannot be reached or read (said without its password).
-    """
-    import redis
-
-    from contextlift.proxy.settings import Settings
-    from contextlift.proxy.shadow.store import RECORD_FIELD, keys, where
-
-    stream = keys(prefix or Settings.model_fields["shadow_store_prefix"].default)[2]
-    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60)
-    start = "-"
-    try:
-        while True:
-            try:
-                entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(stream, start, "+", STORE_PAGE))
-            except redis.RedisError as error:
-                raise OSError(f"{where(url)}: cannot read {stream}: {type(error).__name__}: {error}") from None
-            for _, fields in entries:
-                line = fields.get(RECORD_FIELD.encode())
-                yield line if isinstance(line, bytes) and len(line) <= MAX_LINE_BYTES else None
-            if len(entries) < STORE_PAGE:
-                return
-            start = "(" + entries[-1][0].decode()
-    finally:
-        client.close()
-
-
 def _regular(path: Path) -> bool:
     """Whether `path` is a regular file (a symbolic link to one included), without opening it."""
     try:
@@ -259,6 +239,39 @@ def _lines(path: Path) -> Iterator[bytes | None]:
             while (rest := file.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                 pass
             yield None
+
+
+def _stream_lines(url: str, prefix: str | None) -> Iterator[bytes | None]:
+    """The lines of a store's stream, oldest first, a page at a time (`STORE_PAGE` entries, `STORE_PAGE_BYTES` at
+    most, the server leaving out any entry over MAX_LINE_BYTES: `PAGE_SCRIPT`); None for an entry that is not a line
+    the proxy writes.
+
+    Raises:
+        OSError: the store cannot be reached or read (said without its password, nor the server's own words).
+    """
+    import redis
+
+    from contextlift.proxy.settings import Settings
+    from contextlift.proxy.shadow.store import PAGE_SCRIPT, keys, where
+
+    stream = keys(prefix or Settings.model_fields["shadow_store_prefix"].default)[1]
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60)
+    page = client.register_script(PAGE_SCRIPT)
+    start = "-"
+    try:
+        while True:
+            try:
+                args: list[str | int] = [start, STORE_PAGE, MAX_LINE_BYTES, STORE_PAGE_BYTES]
+                entries = cast(list[list[Any]], page(keys=[stream], args=args))
+            except redis.RedisError as error:
+                raise OSError(f"{where(url)}: cannot read {stream}: {type(error).__name__}") from None
+            for _, line in entries:
+                yield line if isinstance(line, bytes) else None
+            if not entries:
+                return
+            start = "(" + entries[-1][0].decode()
+    finally:
+        client.close()
 
 
 def read_sink(path: Path) -> SinkRead:

@@ -565,9 +565,11 @@ class Settings(BaseSettings):
         """A Redis URL; the message never repeats it (it can hold a password)."""
         if value is None:
             return None
-        scheme, _, rest = value.get_secret_value().partition("://")
-        if scheme not in ("redis", "rediss", "unix") or not rest:
-            raise ValueError("not a Redis URL: redis://[:password@]host:port/db, rediss://... or unix:///path")
+        from contextlift.proxy.shadow.store import url_problem
+
+        problem = url_problem(value.get_secret_value())
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("lexical_language")

@@ -26,6 +26,8 @@ class RedisServer:
     port: int
     folder: Path
     password: str | None = None
+    options: tuple[str, ...] = ()
+    """More of redis-server's arguments (`--maxmemory 2mb`)."""
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -44,6 +46,7 @@ class RedisServer:
         assert binary is not None
         arguments = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         arguments += ["--requirepass", self.password] if self.password else []
+        arguments += self.options
         self.process = subprocess.Popen(
             [binary, *arguments, "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -73,7 +76,7 @@ def require_redis() -> None:
 
 
 @contextlib.contextmanager
-def redis_server(folder: Path, password: str | None = None) -> Iterator[RedisServer]:
+def redis_server(folder: Path, password: str | None = None, options: tuple[str, ...] = ()) -> Iterator[RedisServer]:
     """A running Redis on a free loopback port (asking for `password`, where one is given), killed when the block
     ends."""
     require_redis()
@@ -81,7 +84,7 @@ def redis_server(folder: Path, password: str | None = None) -> Iterator[RedisSer
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = RedisServer(port, folder, password)
+    server = RedisServer(port, folder, password, options)
     server.start()
     try:
         yield server

@@ -1,43 +1,70 @@
 """What shadow evaluation may spend: upstream calls and tokens in any 60 seconds (`shadow_calls_per_minute`,
 `shadow_tokens_per_minute`), and whether it may call at all without an operator key.
 
-The budget is a sliding window: every sample's reservation (and each later correction of its token estimate) is
-an entry with its time, and a sample fits when the entries of the last 60 seconds plus its own stay within both
-limits. The same window is kept in this process (`ShadowBudget`, one replica) or on a Redis server that every
-replica draws from (`contextlift.proxy.shadow.store.SharedBudget`), so one replica and many read the same way. A
-window of fixed clock minutes would let twice the budget through across a minute's boundary."""
+The budget is a sliding window of reservations: a sample reserves its calls and an estimate of its tokens before it
+runs, and fits when the reservations of the last 60 seconds plus its own stay within both limits. Once it has run,
+its reservation is corrected to the tokens it spent, in place: what a sample spent counts from the time it was
+reserved, for 60 seconds, and a correction never outlives its reservation. The same window is kept in this process
+(`ShadowBudget`, one replica) or on a Redis server every replica draws from (`contextlift.proxy.shadow.store`), so one
+replica and many read the same way. A window of fixed clock minutes would let twice the budget through across a
+minute's boundary."""
 
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
 WINDOW_SECONDS = 60.0
+MAX_TOKENS = 10**9
+"""The most tokens one reservation counts: an upstream's usage is its word, and a count past any real call's (or
+below zero) must neither fill the window for good nor make room in it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """One sample's place in the window."""
+
+    id: str
+    calls: int
+    tokens: int
+
+    @property
+    def entry(self) -> str:
+        """How the shared window names it: `id|calls|tokens`."""
+        return f"{self.id}|{self.calls}|{self.tokens}"
+
+
+def reservation(calls: int, tokens: int) -> Reservation:
+    return Reservation(secrets.token_hex(8), max(0, calls), bounded(tokens))
+
+
+def bounded(tokens: int) -> int:
+    return max(0, min(int(tokens), MAX_TOKENS))
 
 
 class Budget(Protocol):
-    """What the shadow workers draw on: a reservation before a sample runs, a correction after."""
+    """What the shadow workers draw on: a reservation before a sample runs, its correction after."""
 
     calls_per_minute: int
     tokens_per_minute: int
 
-    async def take(self, calls: int, tokens: int) -> bool:
-        """Reserve `calls` and `tokens` now, if both fit in the window."""
+    async def take(self, calls: int, tokens: int) -> Reservation | None:
+        """Reserve `calls` and `tokens` now, if both fit in the window; None where they do not."""
         ...
 
-    async def correct(self, reserved: int, spent: int) -> None:
-        """The sample spent `spent` tokens where it reserved `reserved`."""
+    async def correct(self, taken: Reservation, spent: int) -> None:
+        """The sample of `taken` spent `spent` tokens: its reservation counts them instead of the estimate."""
         ...
 
 
 class ShadowBudget:
-    """Shadow calls and tokens in any 60 seconds, for this process. A sample reserves its calls and an estimate of
-    its tokens before it runs (so concurrent workers cannot all pass the same check), the estimate is corrected
-    once it has run, and what a sample overspent stays in the window as debt for the next 60 seconds."""
+    """Shadow calls and tokens in any 60 seconds, for this process."""
 
     def __init__(
         self,
@@ -50,39 +77,53 @@ class ShadowBudget:
         self.tokens_per_minute = tokens_per_minute
         self._clock = clock
         self._seconds = window
-        self._entries: deque[tuple[float, int, int]] = deque()
+        self._entries: deque[list[float | int | str]] = deque()
+        """[time, calls, tokens, id], oldest first."""
+        self._by_id: dict[str, list[float | int | str]] = {}
         self._calls = 0
         self._tokens = 0
 
-    async def take(self, calls: int, tokens: int) -> bool:
+    async def take(self, calls: int, tokens: int) -> Reservation | None:
         return self.take_now(calls, tokens)
 
-    async def correct(self, reserved: int, spent: int) -> None:
-        if spent != reserved:
-            self.add(0, spent - reserved)
+    async def correct(self, taken: Reservation, spent: int) -> None:
+        self.correct_now(taken, spent)
 
-    def take_now(self, calls: int, tokens: int) -> bool:
+    def take_now(self, calls: int, tokens: int) -> Reservation | None:
         """`take`, without waiting: the window is in this process."""
         self._expire()
-        if self._calls + calls > self.calls_per_minute or self._tokens + tokens > self.tokens_per_minute:
-            return False
-        self.add(calls, tokens)
-        return True
+        taken = reservation(calls, tokens)
+        if self._calls + taken.calls > self.calls_per_minute or self._tokens + taken.tokens > self.tokens_per_minute:
+            return None
+        self.add(taken)
+        return taken
 
-    def add(self, calls: int, tokens: int) -> None:
-        """Count `calls` and `tokens` as spent now, whether they fit or not (a correction; a reservation the shared
-        budget granted, so that a replica falling back to this one remembers its own recent spending)."""
+    def add(self, taken: Reservation) -> None:
+        """Count `taken` now, whether it fits or not: a reservation the shared budget granted, so that a replica
+        falling back to this window remembers its own recent spending."""
         self._expire()
-        self._entries.append((self._clock(), calls, tokens))
-        self._calls += calls
-        self._tokens += tokens
+        entry: list[float | int | str] = [self._clock(), taken.calls, taken.tokens, taken.id]
+        self._entries.append(entry)
+        self._by_id[taken.id] = entry
+        self._calls += taken.calls
+        self._tokens += taken.tokens
+
+    def correct_now(self, taken: Reservation, spent: int) -> None:
+        """Where `taken` is still in the window, it counts `spent` tokens from now on."""
+        self._expire()
+        entry = self._by_id.get(taken.id)
+        if entry is not None:
+            tokens = bounded(spent)
+            self._tokens += tokens - int(entry[2])
+            entry[2] = tokens
 
     def _expire(self) -> None:
         horizon = self._clock() - self._seconds
-        while self._entries and self._entries[0][0] <= horizon:
-            _, calls, tokens = self._entries.popleft()
-            self._calls -= calls
-            self._tokens -= tokens
+        while self._entries and float(self._entries[0][0]) <= horizon:
+            _, calls, tokens, entry_id = self._entries.popleft()
+            del self._by_id[str(entry_id)]
+            self._calls -= int(calls)
+            self._tokens -= int(tokens)
 
 
 def local_upstream(url: str) -> bool:

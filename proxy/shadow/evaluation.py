@@ -258,7 +258,8 @@ class Shadow:
             return
         # The served request's own tokens per call are the best estimate of a shadow call's.
         estimate = planned * max(1, served_tokens // max(1, served_calls))
-        if not await self._budget.take(planned, estimate):
+        taken = await self._budget.take(planned, estimate)
+        if taken is None:
             self._count("dropped-budget")
             return
         runs: list[tuple[str, Pipeline, ChatRequest]] = [(label, p, request) for label, p in candidates]
@@ -272,7 +273,7 @@ class Shadow:
         answers = [await self._ask(pipeline, asked, case) for _, pipeline, asked in runs]
         probed = await run_probe(probe, lambda p, asked: self._ask(p, asked, case)) if probe is not None else []
         spent = sum(a.tokens for a in (*answers, *probed))
-        await self._budget.correct(estimate, spent)
+        await self._budget.correct(taken, spent)
         similarities = await self._similarities(case.answer, [a.text for a in answers])
         record = await anyio.to_thread.run_sync(
             self._record,

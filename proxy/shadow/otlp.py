@@ -3,13 +3,14 @@ standard `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` nam
 team already watches (Loki, Elasticsearch, a vendor's) beside the proxy's traces.
 
 One log record per sample (`event.name` `contextlift.shadow.sample`) and per tally (`contextlift.shadow.tally`): its
-body is the record's JSON line exactly as the file sink writes it (what `contextlift shadow-report` reads, so a line
-exported from the log store reads as a sink's), and its attributes are the fields a log query filters on, named by
-OpenTelemetry's GenAI conventions where one fits (`gen_ai.operation.name`, `gen_ai.request.model`).
+body is the record's JSON line as the file sink writes it but for a captured request and answers (`shadow_capture`),
+which stay in the file sink: a log record stays a few kilobytes. Its attributes are the fields a log query filters
+on, named by OpenTelemetry's GenAI conventions where one fits (`gen_ai.operation.name`, `gen_ai.request.model`).
 
-The SDK's batch processor queues records and exports them from its own thread: emitting never waits on the
-collector. A record the collector never took is lost (the SDK logs the failed export); the file sink and the store's
-stream are the copies a report can count on."""
+The SDK's batch processor queues records (QUEUE of them at most: past that, new ones are dropped) and exports them from
+its own thread, each export given up after EXPORT_SECONDS: emitting never waits on the collector, and shutdown waits
+for one export at most. A record the collector never took is lost (the SDK logs the failed export); the file sink and
+the store's stream are the copies a report can count on."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from contextlift.proxy.shadow.tally import KIND
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
+QUEUE = 512
+EXPORT_SECONDS = 5.0
 SAMPLE_EVENT = "contextlift.shadow.sample"
 TALLY_EVENT = "contextlift.shadow.tally"
 
@@ -37,7 +40,14 @@ class OtlpSink:
 
         # A provider of its own, not the global one: whoever embeds the proxy keeps theirs.
         self._provider = LoggerProvider(resource=Resource.create({"service.name": service_name}))
-        self._provider.add_log_record_processor(BatchLogRecordProcessor(exporter or OTLPLogExporter()))
+        exporter = exporter or OTLPLogExporter(timeout=EXPORT_SECONDS)
+        batches = BatchLogRecordProcessor(
+            exporter,
+            max_queue_size=QUEUE,
+            max_export_batch_size=QUEUE,
+            export_timeout_millis=int(EXPORT_SECONDS * 1000),
+        )
+        self._provider.add_log_record_processor(batches)
         self._logger = self._provider.get_logger("contextlift.shadow")
 
     def write(self, record: dict[str, Any]) -> None:
@@ -48,7 +58,7 @@ class OtlpSink:
             timestamp=time.time_ns(),
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",
-            body=record_line(record),
+            body=record_line({k: v for k, v in record.items() if k != "captured"}),
             attributes=_attributes(record, tally),
             event_name=TALLY_EVENT if tally else SAMPLE_EVENT,
         )

@@ -11,7 +11,7 @@ redis-py (`redis.asyncio`) is imported when a store is named, never on a proxy t
 
 from __future__ import annotations
 
-import secrets
+import contextlib
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from contextlift.proxy.shadow.budget import WINDOW_SECONDS, ShadowBudget
+from contextlift.proxy.shadow.budget import WINDOW_SECONDS, Reservation, ShadowBudget, bounded, reservation
 from contextlift.proxy.shadow.sink import record_line
 
 if TYPE_CHECKING:
@@ -35,55 +35,87 @@ RETRY_SECONDS = 5.0
 """How long a replica that fell back keeps its own budget before it tries the store again."""
 RECORD_FIELD = "r"
 """The stream entry's one field: the record's JSON line, as the file sink writes it."""
+MAX_STREAM_RECORD_BYTES = 256 * 1024
+"""Longest record the stream takes whole: past it (a captured request, with shadow_capture), the stream's copy leaves
+`captured` out (the file sink keeps it), so the stream's memory is its length times this at most."""
 
 _TAKE = """
--- KEYS[1]: the window (a sorted set of 'id|calls|tokens' scored by time), KEYS[2]: its totals (a hash).
--- ARGV: calls limit, tokens limit, calls, tokens, id, window seconds, '1' to add whatever the totals.
+-- KEYS[1]: the window, a sorted set of reservations 'id|calls|tokens' scored by the server's time.
+-- ARGV: calls limit, tokens limit, the reservation's entry, its calls, its tokens, the window in seconds.
+-- The totals are summed from the entries on every call (at most one per sample in the window): no second key that
+-- an eviction or a failed write could leave out of step with them.
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
-local horizon = t - tonumber(ARGV[6])
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon)
-if #old > 0 then
-  local calls, tokens = 0, 0
-  for _, entry in ipairs(old) do
-    local c, k = string.match(entry, '|(-?%d+)|(-?%d+)$')
-    calls, tokens = calls + tonumber(c), tokens + tonumber(k)
-  end
-  redis.call('HINCRBY', KEYS[2], 'calls', -calls)
-  redis.call('HINCRBY', KEYS[2], 'tokens', -tokens)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', horizon)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[6]))
+local calls, tokens = 0, 0
+for _, entry in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local c, k = string.match(entry, '|(%d+)|(%d+)$')
+  if c then calls, tokens = calls + tonumber(c), tokens + tonumber(k) end
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[2])  -- nothing in the window: totals that outlived it (an eviction) start again at 0
-end
-local calls = tonumber(redis.call('HGET', KEYS[2], 'calls') or '0')
-local tokens = tonumber(redis.call('HGET', KEYS[2], 'tokens') or '0')
-local over = calls + tonumber(ARGV[3]) > tonumber(ARGV[1]) or tokens + tonumber(ARGV[4]) > tonumber(ARGV[2])
-if ARGV[7] ~= '1' and over then
+if calls + tonumber(ARGV[4]) > tonumber(ARGV[1]) or tokens + tonumber(ARGV[5]) > tonumber(ARGV[2]) then
   return 0
 end
-redis.call('ZADD', KEYS[1], t, ARGV[5] .. '|' .. ARGV[3] .. '|' .. ARGV[4])
-redis.call('HINCRBY', KEYS[2], 'calls', ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'tokens', ARGV[4])
-local ttl = math.ceil(tonumber(ARGV[6]) * 1000) + 1000
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('ZADD', KEYS[1], t, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[6]) * 1000) + 1000)
 return 1
+"""
+_CORRECT = """
+-- KEYS[1]: the window. ARGV: a reservation's entry, the same reservation with the tokens it spent. Kept at its own
+-- time, so a correction leaves the window with its reservation; one already gone is not counted again.
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[1], score, ARGV[2])
+end
+return 1
+"""
+PAGE_SCRIPT = """
+-- KEYS[1]: the records' stream. ARGV: the first id (exclusive as '(id'), the most entries, the longest record
+-- returned whole, the most bytes a page holds. Each entry comes back as {id, record}, the record false where it is
+-- missing or longer than ARGV[3]: a reader's memory is a page's bytes, whatever the stream holds.
+local out, bytes = {}, 0
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])) do
+  local record = false
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'r' and #fields[i + 1] <= tonumber(ARGV[3]) then record = fields[i + 1] end
+  end
+  out[#out + 1] = {entry[1], record}
+  if record then bytes = bytes + #record end
+  if bytes >= tonumber(ARGV[4]) then break end
+end
+return out
 """
 
 
-def keys(prefix: str) -> tuple[str, str, str]:
-    """The window, its totals and the records' stream under `prefix`."""
-    return f"{prefix}:budget", f"{prefix}:budget:spent", f"{prefix}:records"
+def keys(prefix: str) -> tuple[str, str]:
+    """The budget's window and the records' stream under `prefix`."""
+    return f"{prefix}:budget", f"{prefix}:records"
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is not a store's URL, said without repeating any of it (it may hold a password); None where it is."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in SCHEMES or not (parts.path if parts.scheme == "unix" else parts.hostname):
+        return (
+            "not a Redis URL: redis://[:password@]host:port/db, rediss://... or unix:///path; a password holding "
+            "'/', '?', '#' or '@' must be percent-encoded"
+        )
+    return None
 
 
 def where(url: str) -> str:
     """The store's address as it may be logged: its scheme, host, port and database, never its password."""
+    if url_problem(url) is not None:
+        return "(a store URL that cannot be read)"
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
-    host = parts.hostname or "localhost"
-    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or '/0'}"
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
 
 
 def connect(url: str, max_connections: int) -> Redis:
@@ -125,7 +157,8 @@ class ShadowStore:
         self.tokens_per_minute = local.tokens_per_minute
         self._client = connect(url, max_connections)
         self._take = self._client.register_script(_TAKE)
-        self._window, self._totals, self.stream = keys(prefix)
+        self._correct = self._client.register_script(_CORRECT)
+        self._window, self.stream = keys(prefix)
         self._local = local
         self._max_records = max_records
         self._seconds = window
@@ -135,37 +168,38 @@ class ShadowStore:
         self._since = datetime.now(UTC)
         self._error = ""
         self._retry_at = 0.0
+        self._refusal = ""
+        """The last kind of refusal said (a full server), so a run of them is said once."""
 
     # The budget (`contextlift.proxy.shadow.budget.Budget`).
 
-    async def take(self, calls: int, tokens: int) -> bool:
+    async def take(self, calls: int, tokens: int) -> Reservation | None:
         if self._reachable():
+            taken = reservation(calls, tokens)
+            limits: list[str | int | float] = [self.calls_per_minute, self.tokens_per_minute]
+            args = [*limits, taken.entry, taken.calls, taken.tokens, self._seconds]
             try:
-                taken = await self._draw(calls, tokens, force=False)
+                granted = await self._take(keys=[self._window], args=args)
             except Exception as error:  # any failure of the store: the budget falls back, the sample goes on
                 self._fell(error)
             else:
-                if taken:  # remembered here, so a fall back does not start this replica from nothing
-                    self._local.add(calls, tokens)
+                self._back()
+                if not granted:
+                    return None
+                self._local.add(taken)  # remembered here, so a fall back does not start this replica from nothing
                 return taken
         return self._local.take_now(calls, tokens)
 
-    async def correct(self, reserved: int, spent: int) -> None:
-        if spent == reserved:
-            return
-        self._local.add(0, spent - reserved)
+    async def correct(self, taken: Reservation, spent: int) -> None:
+        self._local.correct_now(taken, spent)
         if self._reachable():
+            spent_entry = Reservation(taken.id, taken.calls, bounded(spent)).entry
             try:
-                await self._draw(0, spent - reserved, force=True)
+                await self._correct(keys=[self._window], args=[taken.entry, spent_entry])
             except Exception as error:
                 self._fell(error)
-
-    async def _draw(self, calls: int, tokens: int, *, force: bool) -> bool:
-        args: list[str | int | float] = [self.calls_per_minute, self.tokens_per_minute, calls, tokens]
-        args += [secrets.token_hex(8), self._seconds, "1" if force else "0"]
-        taken = await self._take(keys=[self._window, self._totals], args=args)
-        self._back()
-        return bool(taken)
+            else:
+                self._back()
 
     # The records' stream.
 
@@ -174,15 +208,37 @@ class ShadowStore:
         reached (said once, with the fall back)."""
         if not self._reachable():
             return False
+        line = record_line(record)
+        if len(line) > MAX_STREAM_RECORD_BYTES and "captured" in record:
+            line = record_line({**{k: v for k, v in record.items() if k != "captured"}, "captured": "in shadow_sink"})
+        from redis.exceptions import ConnectionError as NoConnection
+        from redis.exceptions import TimeoutError as NoAnswer
+
         try:
-            await self._client.xadd(
-                self.stream, {RECORD_FIELD: record_line(record)}, maxlen=self._max_records, approximate=True
-            )
-        except Exception as error:
+            await self._client.xadd(self.stream, {RECORD_FIELD: line}, maxlen=self._max_records, approximate=True)
+        except (NoConnection, NoAnswer, OSError) as error:
             self._fell(error)
+            return False
+        except Exception as error:  # the server answered, and refused: full (OOM), or the key is not a stream
+            await self._refused(error)
             return False
         self._back()
         return True
+
+    async def _refused(self, error: Exception) -> None:
+        """A record the server refused: said once per kind of refusal. A full server (`maxmemory` with
+        `noeviction`) gets room back from the stream's oldest tenth, which it allows even then: left alone, it would
+        refuse every record from then on, as the stream's bound never trims a stream it cannot add to."""
+        kind = type(error).__name__
+        if kind != self._refusal:
+            self._refusal = kind
+            log.warning("shadow store refused a record", store=self.where, error=kind)
+        from redis.exceptions import OutOfMemoryError
+
+        if isinstance(error, OutOfMemoryError):
+            with contextlib.suppress(Exception):
+                length = await self._client.xlen(self.stream)
+                await self._client.xtrim(self.stream, maxlen=length - max(1, length // 10), approximate=False)
 
     # Whether it is reached.
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from contextlift.proxy import Settings, create_app
+from contextlift.proxy import rewrite as choosing
 from contextlift.proxy.policy import load_policy
 from contextlift.proxy.remote_rankers import ServiceRanker
-from contextlift.proxy import rewrite as choosing
 from tests.fakes import FakeEmbedder, FakeUpstream
 from tests.proxy.auto.test_auto_margin import EVIDENCE, STANDS_OUT
 from tests.serving import UPSTREAM

@@ -52,36 +52,74 @@ def test_replicas_drawing_at_once_take_one_budget_between_them(redis: RedisServe
         replicas = [replica(redis.url, 10) for _ in range(3)]
         taken = await asyncio.gather(*(replicas[i % 3].take(1, 1) for i in range(60)))
         await close(*replicas)
-        return list(taken)
+        return [each is not None for each in taken]
 
     taken = asyncio.run(run())
     # Each replica's own budget would have let 10 through: 30 in all.
     assert sum(taken) == 10
 
 
-def test_a_token_overspend_stays_in_the_shared_window_as_debt(redis: RedisServer) -> None:
-    async def run() -> tuple[bool, bool, bool]:
+def test_a_correction_counts_from_its_reservation_and_leaves_the_window_with_it(redis: RedisServer) -> None:
+    async def run() -> list[bool]:
         first, second = replica(redis.url, 100, 1000, window=1.0), replica(redis.url, 100, 1000, window=1.0)
-        assert await first.take(1, 100)
-        await first.correct(100, 1500)  # the sample spent 1,500 tokens where it reserved 100
-        indebted = await second.take(1, 1)
+        seen = []
+        overspent = await first.take(1, 100)
+        assert overspent is not None
+        await first.correct(overspent, 1500)  # the sample spent 1,500 tokens where it reserved 100
+        seen.append(await second.take(1, 1) is not None)  # the overspend is in the window
         await asyncio.sleep(1.2)
-        later = await second.take(1, 900)
-        over = await first.take(1, 200)
+        underspent = await second.take(1, 1000)
+        assert underspent is not None
+        await second.correct(underspent, 200)  # it spent 200 of the 1,000 it reserved
+        seen.append(await first.take(1, 800) is not None)
+        seen.append(await first.take(1, 1) is not None)
+        await asyncio.sleep(1.2)
+        # Both reservations left with their corrections: no credit outlives them (a take past the limit stays out).
+        seen.append(await first.take(1, 1001) is not None)
+        seen.append(first.status()["state"] == second.status()["state"] == "shared")
         await close(first, second)
-        return indebted, later, over
+        return seen
 
-    assert asyncio.run(run()) == (False, True, False)
+    assert asyncio.run(run()) == [False, True, False, False, True]
+
+
+def test_a_usage_count_past_any_real_one_neither_fills_nor_empties_the_window(redis: RedisServer) -> None:
+    async def run() -> list[bool]:
+        one = replica(redis.url, 100, 2 * 10**9, window=30.0)
+        poisoned = await one.take(1, 1)
+        assert poisoned is not None
+        await one.correct(poisoned, 10**19)  # counted as MAX_TOKENS: the window is not full for good
+        seen = [await one.take(1, 10**9 - 1) is not None, await one.take(1, 1) is not None]
+        other = replica(redis.url, 100, 2 * 10**9, window=30.0)
+        seen.append(other.status()["state"] == "shared")
+        await close(one, other)
+        return seen
+
+    assert asyncio.run(run()) == [True, True, True]
+
+
+def test_a_negative_usage_count_makes_no_room(redis: RedisServer) -> None:
+    async def run() -> list[bool]:
+        one = replica(redis.url, 100, 1000, window=30.0)
+        taken = await one.take(1, 1000)
+        assert taken is not None
+        await one.correct(taken, -(10**9))
+        seen = [await one.take(1, 1) is not None, await one.take(1, 1001) is not None]
+        await close(one)
+        return seen
+
+    # Counted as 0 tokens: one more token fits, and nothing past the limit.
+    assert asyncio.run(run()) == [True, False]
 
 
 def test_the_shared_window_slides(redis: RedisServer) -> None:
     async def run() -> list[bool]:
-        one = replica(redis.url, 3, window=1.0)
-        taken = [await one.take(1, 1) for _ in range(4)]
-        await asyncio.sleep(0.6)
-        taken.append(await one.take(1, 1))  # the first three are still in the window
-        await asyncio.sleep(0.6)
-        taken += [await one.take(1, 1) for _ in range(4)]  # they left it; the fifth's refusal took nothing
+        one = replica(redis.url, 3, window=2.0)
+        taken = [await one.take(1, 1) is not None for _ in range(4)]
+        await asyncio.sleep(1.0)
+        taken.append(await one.take(1, 1) is not None)  # the first three are still in the window
+        await asyncio.sleep(1.5)
+        taken += [await one.take(1, 1) is not None for _ in range(4)]  # they left it; the fifth's refusal took nothing
         await close(one)
         return taken
 
@@ -108,7 +146,7 @@ def test_a_store_that_dies_leaves_each_replica_its_own_budget_and_is_used_again(
         with structlog.testing.capture_logs() as logs:
             started = time.monotonic()
             # This replica took 4 from the shared budget in the last 60 seconds: its own lets 6 more through.
-            taken = [await one.take(1, 1) for _ in range(8)]
+            taken = [await one.take(1, 1) is not None for _ in range(8)]
             assert time.monotonic() - started < 2 * store_module.TIMEOUT_SECONDS
             assert taken == [True] * 6 + [False] * 2
             status = one.status()
