@@ -17,8 +17,8 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from contextlift.proxy import json_text
-from contextlift.proxy.edge.intake import parse_json_object, reject_upstream_overrides, require_json
-from contextlift.proxy.errors import InvalidStrategy, NotReady
+from contextlift.proxy.edge.intake import json_fields, parse_json_object, reject_upstream_overrides, require_json
+from contextlift.proxy.errors import InvalidStrategy, MalformedJSON, NotReady, UnsupportedMediaType
 from contextlift.proxy.off_loop import off_loop, reading
 from contextlift.proxy.policy import Auto
 from contextlift.proxy.rewrite import rewrite
@@ -37,9 +37,15 @@ async def responses(request: Request[Any, Any, Any]) -> Response[bytes] | Stream
     state, record = exchange.state, exchange.record
     if state.shutting_down:
         raise NotReady("the proxy is shutting down", headers={"retry-after": "1"})
-    require_json(request.headers.get("content-type"))
     raw = await request.body()
-    body = await reading(parse_json_object, raw)
+    try:
+        require_json(request.headers.get("content-type"))
+        body = await reading(parse_json_object, raw)
+    except (UnsupportedMediaType, MalformedJSON):
+        # Not a body this route reads: relayed as the rest of `/v1` relays it, for the upstream to answer.
+        fields = await reading(json_fields, raw, request.headers.get("content-type"))
+        reject_upstream_overrides(request.headers, fields)
+        return await relay(request, PATH, raw)
     reject_upstream_overrides(request.headers, body)
     record.model = body.get("model") if isinstance(body.get("model"), str) else None
     # The body field selecting strategies is consumed here: the client's bytes then no longer match.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -181,3 +182,27 @@ def test_what_the_route_cannot_do_goes_as_sent_and_says_why(
     assert headers["x-context-strategy"] == said
     if strategy == "reorder":
         assert headers["x-context-format"] == "none: unsupported-input-item=reasoning"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "content"),
+    [
+        ("text/plain", b"not json at all"),
+        ("application/json", b'{"model": "m", "input": '),
+        ("application/json", b"[1]"),
+    ],
+    ids=["not-json", "torn-json", "not-an-object"],
+)
+def test_a_body_the_route_cannot_read_is_relayed_as_sent(
+    scripted_upstream: ScriptedUpstream, origins: tuple[str, str], content_type: str, content: bytes
+) -> None:
+    scripted_upstream.play(
+        [Reply.json({"error": {"message": "bad body", "type": "invalid_request_error"}}, status=400)]
+    )
+    response = httpx.post(f"{origins[1]}/v1/responses", content=content,
+                          headers={"content-type": content_type, "X-Context-Strategy": "reorder"})  # fmt: skip
+    [received] = scripted_upstream.received
+    assert received.path == "/v1/responses"
+    assert received.body == content.decode() or received.body == json.loads(content)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "bad body"
