@@ -36,7 +36,9 @@ from litellm.types.guardrails import GuardrailEventHooks
 
 from contextlift.proxy import json_text
 from contextlift.proxy.app import create_app
-from contextlift.proxy.errors import ProxyError
+from contextlift.proxy.edge.intake import check_chat_body
+from contextlift.proxy.errors import InvalidStrategy
+from contextlift.proxy.off_loop import off_loop
 from contextlift.proxy.request_log import RequestRecord
 from contextlift.proxy.rewrite import rewrite
 from contextlift.proxy.settings import Settings
@@ -69,6 +71,9 @@ class ContextLift(CustomGuardrail):
             settings = settings.model_copy(update={"upstream_url": PLACEHOLDER_UPSTREAM})
         self._state: ProxyState = create_app(settings).state["proxy"]
         self._pending: OrderedDict[str, tuple[ShadowCase, float]] = OrderedDict()
+        self._pending_bytes = 0
+        # As the proxy's shadow queue bounds what it holds: its length times the largest body kept.
+        self._max_pending_bytes = settings.shadow_queue * settings.shadow_max_body_bytes
         self._started = False
 
     async def async_pre_call_hook(
@@ -88,14 +93,18 @@ class ContextLift(CustomGuardrail):
         record = RequestRecord("", "POST", "/v1/chat/completions", model=_text(data.get("model")))
         try:
             selection = state.select_pipeline(headers, body)
-            if not isinstance(body.get("messages"), list) or not body["messages"]:
-                return data
-            rendered = await rewrite(state, selection, body, record, headers)
-        except ProxyError as error:
-            # What the proxy refuses (an unknown strategy: 400) LiteLLM answers with the same status.
+        except InvalidStrategy as error:
+            # What the proxy refuses with a 400 LiteLLM answers with the same status.
             from fastapi import HTTPException
 
             raise HTTPException(error.status, {"error": f"contextlift: {error.message}"}) from None
+        try:
+            check_chat_body(body)
+            rendered = await rewrite(state, selection, body, record, headers)
+        except Exception as error:  # messages this cannot read, past the document limits ...: sent as they came
+            record.applied, record.order = None, None
+            record.document_format = f"none: unread ({type(error).__name__})"
+            rendered = None
         if rendered is not None:
             data["messages"] = rendered["messages"]
         said = {name: value for name, value in record.response_headers().items() if name in _HEADERS}
@@ -103,8 +112,21 @@ class ContextLift(CustomGuardrail):
         if not isinstance(metadata, dict):
             metadata = data["metadata"] = {}
         metadata[METADATA_KEY] = said
-        self._sample(data, body, record, headers)
+        await self._sample(data, body, record, headers)
         return data
+
+    async def async_post_call_failure_hook(
+        self,
+        request_data: dict[Any, Any],
+        original_exception: Exception,
+        user_api_key_dict: Any,
+        traceback_str: str | None = None,
+    ) -> None:
+        """A sampled call that failed has no answer to compare: its case is let go."""
+        if self._take_pending(request_data) is not None:
+            shadow = self._state.shadow
+            if shadow is not None:
+                shadow.not_kept()
 
     async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> Any:
         """The `X-Context-*` headers on a whole answer, and a sampled request's answer handed to shadow evaluation."""
@@ -114,7 +136,7 @@ class ContextLift(CustomGuardrail):
         if isinstance(said, dict) and isinstance(hidden, dict):
             extra = hidden.get("additional_headers")
             hidden["additional_headers"] = {**(extra if isinstance(extra, dict) else {}), **said}
-        pending = self._pending.pop(str(data.get("litellm_call_id")), None)
+        pending = self._take_pending(data)
         shadow = self._state.shadow
         if pending is not None and shadow is not None:
             case, started = pending
@@ -126,23 +148,36 @@ class ContextLift(CustomGuardrail):
                 shadow.submit(case, 200, 1, tokens, time.perf_counter() - started)
         return response
 
-    def _sample(self, data: dict[str, Any], body: dict[str, Any], record: RequestRecord, headers: Any) -> None:
-        """Keep what shadow evaluation needs of a sampled request until its answer comes."""
+    async def _sample(self, data: dict[str, Any], body: dict[str, Any], record: RequestRecord, headers: Any) -> None:
+        """Keep what shadow evaluation needs of a sampled request until its answer comes (written off the loop:
+        in proportion to the request)."""
         shadow = self._state.shadow
         if shadow is None or not shadow.sampled():
             return
         if data.get("stream"):  # the answer is LiteLLM's to stream: this hook never reads it
             shadow.not_kept()
             return
-        raw = json_text.dumps(_client_body(data, body), compact=True).encode()
-        if len(raw) > self._state.settings.shadow_max_body_bytes:
+        try:
+            raw = await off_loop(lambda: json_text.dumps(_client_body(data, body), compact=True).encode())
+        except (TypeError, ValueError):  # a number JSON cannot write back (1e999 read as infinity)
+            raw = b""
+        if not raw or len(raw) > self._state.settings.shadow_max_body_bytes:
             shadow.not_kept()
             return
         case = ShadowCase(raw, record.requested, dict(headers), "", record.model, record.requested.shape)
+        self._take_pending(data)  # a call id seen twice keeps one case
         self._pending[str(data.get("litellm_call_id"))] = (case, time.perf_counter())
-        while len(self._pending) > MAX_PENDING_CASES:
-            self._pending.popitem(last=False)
+        self._pending_bytes += len(raw)
+        while len(self._pending) > MAX_PENDING_CASES or self._pending_bytes > self._max_pending_bytes:
+            _, (dropped, _) = self._pending.popitem(last=False)
+            self._pending_bytes -= len(dropped.raw)
             shadow.not_kept()
+
+    def _take_pending(self, data: Mapping[str, Any]) -> tuple[ShadowCase, float] | None:
+        pending = self._pending.pop(str(data.get("litellm_call_id")), None)
+        if pending is not None:
+            self._pending_bytes -= len(pending[0].raw)
+        return pending
 
     def _start(self) -> None:
         """Start what the proxy starts with its app (shadow workers), once, on LiteLLM's event loop."""

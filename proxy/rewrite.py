@@ -72,8 +72,12 @@ async def rewrite(
         record.order = document_order(found.documents, changed.sent_documents)
     if headers is not None and debug_asks(headers, "scores"):
         record.scores = scores_header(record.applied, found)
-    rendered = changed.render()
-    return None if rendered == found.render() else rendered
+
+    def rendered() -> dict[str, Any] | None:
+        body = changed.render()
+        return None if body == found.render() else body
+
+    return await off_loop(rendered)  # in proportion to the body
 
 
 def calls_upstream(step: Step) -> bool:

@@ -25,6 +25,7 @@ or the indices of the function calls it groups. Never sent: `responses_body` rea
 PART_TYPE = "_contextlift_type"
 """A chat-view text part's key holding the Responses part type it stands for (`input_text`, `output_text`)."""
 _TEXT_PARTS = ("input_text", "output_text")
+_PRIVATE = "_contextlift_"
 _ROLES = ("user", "system", "developer", "assistant")
 
 
@@ -53,7 +54,7 @@ def as_chat(body: Mapping[str, Any]) -> ChatView:
         for index, item in enumerate(given):
             message = _message(index, item, messages)
             if message is None:
-                kind = item.get("type") if isinstance(item, dict) else None
+                kind = item.get("type", "message") if isinstance(item, dict) else None
                 return _none(f"unsupported-input-item={kind if isinstance(kind, str) else 'unknown'}"[:80])
             if message:
                 messages.append(message)
@@ -101,6 +102,8 @@ def _content(content: Any) -> str | list[dict[str, Any]] | None:
         return None
     parts = []
     for part in content:
+        if part.get("type") == "text" or any(str(key).startswith(_PRIVATE) for key in part):
+            return None  # not a Responses part (a chat one, or this view's own key sent by a client): not read
         if part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
             parts.append({**part, "type": "text", PART_TYPE: part["type"]})
         else:

@@ -25,7 +25,8 @@ from contextlift.proxy.rewrite import rewrite
 from contextlift.proxy.routes.exchange import Exchange
 from contextlift.proxy.routes.relay import relay
 from contextlift.proxy.state import STRATEGY_FIELD
-from contextlift.strategies.responses_api import as_chat, responses_body
+from contextlift.strategies import AppliedStep
+from contextlift.strategies.responses_api import ORIGIN, as_chat, responses_body
 
 PATH = "responses"
 
@@ -55,15 +56,33 @@ async def responses(request: Request[Any, Any, Any]) -> Response[bytes] | Stream
     except InvalidStrategy:
         record.document_format = "none: invalid-strategy"
         raise
-    unchanged = sent or json_text.dumps(body, compact=True).encode()
     if not isinstance(selection, Auto) and not selection.steps:
-        return await relay(request, PATH, unchanged)
+        return await relay(request, PATH, await _unchanged(sent, body))
     view = await off_loop(lambda: as_chat(body))
     if view.decline is not None:
         record.document_format = view.decline
-        return await relay(request, PATH, unchanged)
+        return await relay(request, PATH, await _unchanged(sent, body))
     rendered = await rewrite(state, selection, view.body, record, request.headers)
     if rendered is None:
-        return await relay(request, PATH, unchanged)
-    content = await off_loop(lambda: json_text.dumps(responses_body(body, rendered), compact=True).encode())
+        return await relay(request, PATH, await _unchanged(sent, body))
+    if body.get("instructions") and rendered["messages"][0].get(ORIGIN) != "instructions":
+        # A step moved or dropped the instructions among documents of the input: `instructions` has one place, so
+        # the request goes as it came, and says so.
+        record.applied = (AppliedStep("none", f"{record.requested.label} -> none: instructions-moved"),)
+        record.order = None
+        return await relay(request, PATH, await _unchanged(sent, body))
+    try:
+        content = await off_loop(lambda: json_text.dumps(responses_body(body, rendered), compact=True).encode())
+    except ValueError:  # a number JSON cannot write back (1e999 read as infinity): the client's bytes, unchanged
+        return await relay(request, PATH, raw)
     return await relay(request, PATH, content)
+
+
+async def _unchanged(sent: bytes | None, body: dict[str, Any]) -> bytes:
+    """The client's bytes, or (where the body's strategy field was taken out) the body written again."""
+    if sent is not None:
+        return sent
+    try:
+        return await off_loop(lambda: json_text.dumps(body, compact=True).encode())
+    except ValueError:
+        raise MalformedJSON("request body holds a number JSON cannot write back (1e999)") from None

@@ -16,6 +16,7 @@ import pytest
 from tests.contract.compat_harness import Compat, Reply, ScriptedUpstream
 from tests.contract.compat_replies import MODEL, PROVIDER_HEADERS
 from tests.contract.test_compat_openai import CLIENT, FLAVOURS, sdk_call
+from tests.fakes import FakeUpstream
 
 QUESTION = "When was the Eiffel Tower completed?"
 CHUNKS = [
@@ -206,3 +207,51 @@ def test_a_body_the_route_cannot_read_is_relayed_as_sent(
     assert received.body == content.decode() or received.body == json.loads(content)
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "bad body"
+
+
+@pytest.mark.parametrize("strategy", ["reorder", "filter; top=1"])
+def test_a_step_that_moves_the_instructions_among_the_inputs_documents_leaves_the_request_as_sent(
+    make_client: Any, fake: FakeUpstream, strategy: str
+) -> None:
+    sources = [f"Source: the handbook, chapter {n}, says the {topic} closes at {hour}." for n, topic, hour in
+               ((2, "library", 6), (3, "tower", 7), (4, "museum", 5), (5, "garden", 8))]  # fmt: skip
+    given = [*({"type": "message", "role": "developer", "content": s} for s in sources), {"role": "user", "content":
+             "When does the tower close?"}]  # fmt: skip
+    instructions = "Source: the handbook, chapter 1, says the pool closes at 9."
+    raw = json.dumps({"model": MODEL, "instructions": instructions, "input": given}).encode()
+    fake.queue(httpx.Response(200, json=response()))
+    headers = {"content-type": "application/json", "X-Context-Strategy": strategy}
+    answer = make_client().post("/v1/responses", content=raw, headers=headers)
+    assert fake.requests[0].content == raw
+    assert answer.headers["x-context-strategy"] == f"{strategy} -> none: instructions-moved"
+    assert "x-context-order" not in answer.headers
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "text", "text": "A chat-style part."},
+        {"type": "input_text", "text": "x", "_contextlift_type": "input_image"},
+    ],
+    ids=["chat-style-text", "forged-private-key"],
+)
+def test_a_part_that_is_not_a_responses_text_part_is_not_read(
+    scripted_upstream: ScriptedUpstream, origins: tuple[str, str], part: dict[str, Any]
+) -> None:
+    given = file_search_input()
+    given[0]["content"].insert(1, part)
+    body, headers, _ = through_the_proxy(scripted_upstream, origins[1], answered(), "reorder", input=given)
+    assert body == {"model": MODEL, "input": given}
+    assert headers["x-context-format"] == "none: unsupported-input-item=message"
+
+
+def test_a_number_json_cannot_write_back_leaves_the_clients_bytes(
+    scripted_upstream: ScriptedUpstream, origins: tuple[str, str]
+) -> None:
+    raw = json.dumps({"model": MODEL, "input": file_search_input()}).encode()[:-1] + b', "temperature": 1e999}'
+    scripted_upstream.play([answered()])
+    response = httpx.post(f"{origins[1]}/v1/responses", content=raw,
+                          headers={"content-type": "application/json", "X-Context-Strategy": "reorder"})  # fmt: skip
+    assert response.status_code == 200
+    [received] = scripted_upstream.received
+    assert received.body["input"] == file_search_input()  # the bytes as sent: nothing re-encoded

@@ -88,7 +88,7 @@ def test_documents_in_the_instructions_are_written_back_there() -> None:
         ([{"type": "item_reference", "id": "msg_0"}], "none: unsupported-input-item=item_reference"),
         ([{"type": "file_search_call", "id": "fs_1", "queries": [], "status": "completed"}],
          "none: unsupported-input-item=file_search_call"),
-        ([{"role": "user", "content": {"not": "a list"}}], "none: unsupported-input-item=unknown"),
+        ([{"role": "user", "content": {"not": "a list"}}], "none: unsupported-input-item=message"),
         ([["a list"]], "none: unsupported-input-item=unknown"),
         (None, "none: no-input"),
         ([], "none: no-input"),
