@@ -72,6 +72,14 @@ def data_folder(*names: str) -> Path:
     return data_dir()
 
 
+def unavailable(reason: str) -> NoReturn:
+    """A tool or service a test needs is not on this machine: skip with the reason, or, under
+    `CONTEXTLIFT_REQUIRE_DATA=1` (CI, which installs it), fail, so CI cannot go green by skipping it."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_ENV}=1 makes that a failure", pytrace=False)
+    pytest.skip(reason)
+
+
 def _absent(names: list[str]) -> NoReturn:
     packages = "".join(f" or the {_PACKAGED[name][0]} package" for name in names if name in _PACKAGED)
     reason = f"benchmark data missing: {', '.join(names)} not in {data_dir()}{packages} (see ../shared/data/SOURCES.md)"

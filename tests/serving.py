@@ -67,6 +67,17 @@ async def request_body(receive: Any) -> bytes:
             return body
 
 
+MOUNTAINS = (
+    "Answer from the documents.\n\n"
+    "Document [1](Title: K2) K2 lies in the Karakoram range.\n"
+    "Document [2](Title: Danube) The Danube flows through ten countries.\n"
+    "Document [3](Title: Mont Blanc) Mont Blanc is the highest mountain in the Alps.\n\n"
+    "Question: What is the highest mountain in the Alps?"
+)
+"""The README's quick-start prompt: three documents in Lost in the Middle's format, the answer in the last; `reorder`
+moves it first (3,1,2)."""
+
+
 def chat(content: str = "What is the capital of France?", **extra: Any) -> dict[str, Any]:
     """A minimal chat-completions body."""
     return {"model": "fake-model", "messages": [{"role": "user", "content": content}], **extra}

@@ -28,17 +28,12 @@ import httpx
 import pytest
 
 from contextlift.proxy.local_model import free_port
+from tests.fakes import completion
+from tests.serving import MOUNTAINS as PROMPT
 from tests.serving import fake_upstream_url, request_body
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("proxy", "strategies", "eval")
-PROMPT = (
-    "Answer from the documents.\n\n"
-    "Document [1](Title: K2) K2 lies in the Karakoram range.\n"
-    "Document [2](Title: Danube) The Danube flows through ten countries.\n"
-    "Document [3](Title: Mont Blanc) Mont Blanc is the highest mountain in the Alps.\n\n"
-    "Question: What is the highest mountain in the Alps?"
-)
 
 
 @dataclass(frozen=True)
@@ -177,13 +172,7 @@ def test_detect_finds_the_documents(installed: Installed) -> None:
     assert [document["title"] for document in found["documents"]] == ["K2", "Danube", "Mont Blanc"]
 
 
-ANSWER = {
-    "id": "c",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "m",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Mont Blanc."}, "finish_reason": "stop"}],
-}
+ANSWER = completion("Mont Blanc.")
 
 
 @pytest.fixture

@@ -20,21 +20,15 @@ import httpx
 import pytest
 
 from contextlift.proxy.local_model import free_port
-from tests.benchmark_data import REQUIRE_ENV
+from tests.benchmark_data import unavailable
 from tests.fakes import completion
+from tests.serving import MOUNTAINS as PROMPT
 from tests.serving import fake_upstream_url, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
 LITELLM = ROOT / ".venv-litellm" / "bin" / "litellm"
 MASTER_KEY = "sk-master-test-0123456789abcdef0123"
 SHADOW_KEY = "sk-shadow-fake"
-PROMPT = (
-    "Answer from the documents.\n\n"
-    "Document [1](Title: K2) K2 lies in the Karakoram range.\n"
-    "Document [2](Title: Danube) The Danube flows through ten countries.\n"
-    "Document [3](Title: Mont Blanc) Mont Blanc is the highest mountain in the Alps.\n\n"
-    "Question: What is the highest mountain in the Alps?"
-)
 CONFIG = """model_list:
   - model_name: fake-model
     litellm_params:
@@ -95,21 +89,24 @@ class LiteLLM:
         body = {"model": "fake-model", "messages": [{"role": "user", "content": PROMPT}]}
         return httpx.post(f"{self.url}/v1/chat/completions", json=body, headers=headers, timeout=60)
 
-    def recorded(self) -> list[Any]:
+    def recorded(self, calls: int) -> list[Any]:
+        """What the logging callback saw of the first `calls` answered calls: it writes after the client has its
+        answer, so this waits for its lines (whole ones) to be there."""
         deadline = time.monotonic() + 10
         path = self.folder / "recorded.jsonl"
-        while not path.exists() and time.monotonic() < deadline:
+        lines: list[str] = []
+        while len(lines) < calls and time.monotonic() < deadline:
             time.sleep(0.1)
-        return [json.loads(line) for line in path.read_text().splitlines()]
+            text = path.read_text() if path.exists() else ""
+            lines = text[: text.rfind("\n") + 1].splitlines()
+        return [json.loads(line) for line in lines]
 
 
 @pytest.fixture(scope="module")
 def litellm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLM]:
     if not LITELLM.exists():
         reason = "no LiteLLM proxy in .venv-litellm (scripts/litellm-venv installs it; scripts/test runs it)"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{reason}; {REQUIRE_ENV}=1 makes that a failure", pytrace=False)
-        pytest.skip(reason)
+        unavailable(reason)
     folder = tmp_path_factory.mktemp("litellm")
     upstream = ScriptedUpstream()
     with fake_upstream_url(upstream) as upstream_url:
@@ -166,7 +163,7 @@ def test_a_reorder_through_litellm_moves_the_documents_and_says_so(litellm: Lite
     assert response.headers["x-context-order"] == "3,1,2"
     assert response.headers["x-context-format"] == "litm"
     assert response.json()["choices"][0]["message"]["content"] == "Mont Blanc."
-    said = litellm.recorded()[-1]
+    said = litellm.recorded(1)[0]
     assert said == {"x-context-strategy": "reorder", "x-context-documents": "3", "x-context-format": "litm",
                     "x-context-order": "3,1,2"}  # fmt: skip
 

@@ -19,6 +19,7 @@ from contextlift.eval.progress import Progress
 from contextlift.eval.timing import Speed
 from contextlift.proxy.cli import main
 from tests.eval.test_eval_says_its_time import small_run
+from tests.fakes import completion
 from tests.serving import fake_upstream_url, request_body
 
 
@@ -117,14 +118,7 @@ def test_an_ended_line_says_why() -> None:
     assert terminal.getvalue().endswith("\ncontextlift eval: timing the upstream: stopped at its bound\n")
 
 
-COMPLETION = {
-    "id": "x",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "fake-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43},
-}
+COMPLETION = completion("Paris", prompt_tokens=40, completion_tokens=3)
 
 
 def failing_first_upstream(sent: list[str]) -> Any:

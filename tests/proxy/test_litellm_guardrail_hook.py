@@ -15,13 +15,9 @@ import pytest
 pytest.importorskip("litellm.integrations.custom_guardrail", reason="litellm (the test extra) is not installed")
 
 from contextlift.proxy.litellm_guardrail import ContextLift
+from tests.serving import MOUNTAINS
 
-LITM = (
-    "Document [1](Title: K2) K2 lies in the Karakoram range.\n"
-    "Document [2](Title: Danube) The Danube flows through ten countries.\n"
-    "Document [3](Title: Mont Blanc) Mont Blanc is the highest mountain in the Alps.\n\n"
-    "Question: What is the highest mountain in the Alps?"
-)
+LITM = MOUNTAINS.removeprefix("Answer from the documents.\n\n")
 
 
 def guardrail(monkeypatch: pytest.MonkeyPatch, **settings: str) -> ContextLift:
