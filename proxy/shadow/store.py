@@ -174,7 +174,7 @@ class ShadowStore:
     # The budget (`contextlift.proxy.shadow.budget.Budget`).
 
     async def take(self, calls: int, tokens: int) -> Reservation | None:
-        if self._reachable():
+        if self.may_answer():
             taken = reservation(calls, tokens)
             limits: list[str | int | float] = [self.calls_per_minute, self.tokens_per_minute]
             args = [*limits, taken.entry, taken.calls, taken.tokens, self._seconds]
@@ -192,7 +192,7 @@ class ShadowStore:
 
     async def correct(self, taken: Reservation, spent: int) -> None:
         self._local.correct_now(taken, spent)
-        if self._reachable():
+        if self.may_answer():
             spent_entry = Reservation(taken.id, taken.calls, bounded(spent)).entry
             try:
                 await self._correct(keys=[self._window], args=[taken.entry, spent_entry])
@@ -206,11 +206,11 @@ class ShadowStore:
     async def write(self, record: dict[str, Any]) -> bool:
         """Append `record` to the stream, trimmed to about `max_records` entries; False where the store cannot be
         reached (said once, with the fall back)."""
-        if not self._reachable():
+        if not self.may_answer():
             return False
         line = record_line(record)
         if len(line) > MAX_STREAM_RECORD_BYTES and "captured" in record:
-            line = record_line({**{k: v for k, v in record.items() if k != "captured"}, "captured": "in shadow_sink"})
+            line = record_line({**record, "captured": "in shadow_sink"})
         from redis.exceptions import ConnectionError as NoConnection
         from redis.exceptions import TimeoutError as NoAnswer
 
@@ -253,17 +253,12 @@ class ShadowStore:
 
     def status(self) -> dict[str, Any]:
         """What `/readyz` says of the store: shared, or fallen back to this replica's budget since when and why."""
-        state = {"state": "shared" if self.shared else "fallback", "store": self.where, "since": self._since_text()}
+        since = self._since.isoformat(timespec="seconds")
+        state = {"state": "shared" if self.shared else "fallback", "store": self.where, "since": since}
         return state if self.shared else {**state, "error": self._error}
-
-    def _since_text(self) -> str:
-        return self._since.isoformat(timespec="seconds")
 
     def may_answer(self) -> bool:
         """Whether the store is reached, or due to be asked again."""
-        return self._reachable()
-
-    def _reachable(self) -> bool:
         return self.shared or self._clock() >= self._retry_at
 
     def _fell(self, error: Exception) -> None:
